@@ -1,0 +1,1 @@
+"""The command line (typer): ``attnlab.cli.main:main``."""

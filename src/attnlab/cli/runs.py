@@ -1,0 +1,252 @@
+"""``attnlab claims list|run``, ``attnlab reproduce`` and ``attnlab report``: running claims."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from attnlab.cli.common import JsonOpt, UsageError, emit_json, err_console, out_console
+
+claims_app = typer.Typer(help="List and run the claims of the three papers.", no_args_is_help=True)
+
+_VERDICT_STYLE = {"holds": "bold green", "fails": "bold red", "inconclusive": "bold yellow"}
+
+ProfileOpt = typer.Option("quick", "--profile", help="Parameter grids: quick (laptop) or full (GPU/cluster).")
+BackendOpt = typer.Option("process", "--backend", help="serial | process (local pool) | ray (RAY_ADDRESS or local).")
+WorkersOpt = typer.Option(None, "--workers", help="Worker processes (default: the number of cores).")
+SeedOpt = typer.Option(0, "--seed", help="Root seed; every point's seed derives from it.")
+SetOpt = typer.Option(None, "--set", help="Override a claim parameter: key=value (a,b,c for a list). Repeatable.")
+ForceOpt = typer.Option(False, "--force", help="Recompute points that are already stored.")
+OutOpt = typer.Option(Path("results"), "--out", help="Results folder (SQLite store, figures, report).")
+DeviceOpt = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N (bring your own CUDA torch).")
+ThreadsOpt = typer.Option(None, "--threads", help="Torch threads per point (default: cores / workers).")
+
+
+def check_device(device: str) -> str:
+    import torch
+
+    if device == "cpu":
+        return device
+    if device == "cuda" or device.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise UsageError("--device", "cpu, or cuda with a CUDA build of torch and a visible GPU", device)
+        return device
+    raise UsageError("--device", "cpu, cuda or cuda:N", device)
+
+
+def _check_common(profile: str, backend: str, workers: int | None, seed: int, out: Path) -> None:
+    from attnlab.claims import PROFILES
+    from attnlab.engine import BACKENDS
+
+    if profile not in PROFILES:
+        raise UsageError("--profile", " or ".join(PROFILES), profile)
+    if backend not in BACKENDS:
+        raise UsageError("--backend", ", ".join(BACKENDS), backend)
+    if workers is not None and workers < 1:
+        raise UsageError("--workers", "an integer >= 1", workers)
+    if seed < 0:
+        raise UsageError("--seed", "a non-negative integer", seed)
+    if out.exists() and not out.is_dir():
+        raise UsageError("--out", "a folder (or a path to create)", str(out))
+
+
+def _parse_sets(sets: list[str] | None) -> dict[str, Any]:
+    from attnlab.claims import parse_override
+
+    return dict(parse_override(s) for s in (sets or []))
+
+
+class _Bar:
+    """A rich progress bar on stderr, one tick per finished point."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.progress: Progress | None = None
+        self.task = None
+
+    def __call__(self, event: str, payload: Any) -> None:
+        if self.quiet:
+            return
+        if event == "start":
+            total, todo = payload["total"], payload["todo"]
+            err_console.print(f"[dim]{total} points: {total - todo} stored already, {todo} to compute[/dim]")
+            if todo:
+                self.progress = Progress(
+                    TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=err_console,
+                    transient=False,
+                )  # fmt: skip
+                self.progress.start()
+                self.task = self.progress.add_task("computing", total=todo, last="")
+        elif event == "point" and self.progress is not None:
+            mark = "" if payload.status == "ok" else " [red]failed[/red]"
+            self.progress.update(self.task, advance=1, last=f"{payload.claim_id}{mark}")
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+
+def execute_run(claims, *, profile, backend, workers, seed, sets, force, out, device, threads, json_out,
+                per_claim_sets: bool) -> dict[str, Any]:
+    """Run ``claims``, then return the summary and the outcomes (shared by run and reproduce)."""
+    from attnlab.engine import run_claims
+    from attnlab.engine.backends import WorkerDied
+
+    _check_common(profile, backend, workers, seed, out)
+    device = check_device(device)
+    overrides_all = _parse_sets(sets)
+    overrides: dict[str, dict[str, Any]] = {}
+    if overrides_all:
+        used: set[str] = set()
+        for c in claims:
+            names = c.grids[profile].names() | {"rep"}
+            mine = {k: v for k, v in overrides_all.items() if per_claim_sets or k in names}
+            if mine:
+                overrides[c.id] = mine
+                used |= set(mine) & names
+        unused = sorted(set(overrides_all) - used)
+        if unused and not per_claim_sets:
+            raise UsageError("--set", "a parameter of at least one claim", unused[0])
+        if per_claim_sets:
+            for c in claims:  # raises a clear ValueError for unknown keys
+                c.points(profile, seed, overrides.get(c.id))
+    bar = _Bar(quiet=False)
+    try:
+        summary = run_claims(
+            claims, profile=profile, out=out, backend=backend, workers=workers, root_seed=seed,
+            overrides=overrides, force=force, device=device, threads=threads, progress=bar,
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        bar.close()
+        err_console.print(f"interrupted: every finished point is stored in {out}; rerun the same command to resume")
+        raise typer.Exit(130) from None
+    except WorkerDied as e:
+        bar.close()
+        err_console.print(f"error: {e}; finished points are stored in {out}; rerun to resume")
+        raise typer.Exit(1) from None
+    finally:
+        bar.close()
+    return summary.to_dict()
+
+
+def claims_table(outcomes, title: str = "claims") -> Table:
+    from attnlab.report import format_numbers
+
+    t = Table(title=title, show_lines=False, expand=False)
+    for col in ("claim", "kind", "paper", "verdict", "deciding numbers", "runtime (s)"):
+        t.add_column(col, overflow="fold")
+    for o in outcomes:
+        v = o.verdict
+        t.add_row(o.claim.id, o.claim.kind, o.claim.paper, f"[{_VERDICT_STYLE[v.status]}]{v.status}[/]",
+                  format_numbers(dict(v.numbers), 4), f"{o.runtime_s:.1f}")
+    return t
+
+
+@claims_app.command("list")
+def claims_list(json_out: bool = JsonOpt) -> None:
+    """List every registered claim: id, kind, paper, statement and grid sizes."""
+    from attnlab.claims import all_claims
+
+    claims = all_claims()
+    if json_out:
+        emit_json({"claims": [
+            {"id": c.id, "kind": c.kind, "paper": c.paper, "statement": c.statement, "version": c.version,
+             "points": {p: len(c.points(p)) for p in c.grids}}
+            for c in claims
+        ]})  # fmt: skip
+        return
+    t = Table(title=f"{len(claims)} claims")
+    for col in ("id", "kind", "paper", "points quick/full", "statement"):
+        t.add_column(col, overflow="fold")
+    for c in claims:
+        t.add_row(c.id, c.kind, c.paper, f"{len(c.points('quick'))}/{len(c.points('full'))}", c.statement)
+    out_console.print(t)
+
+
+@claims_app.command("run")
+def claims_run(
+    claim_id: str = typer.Argument(..., metavar="ID", help="A claim id (see 'attnlab claims list')."),
+    profile: str = ProfileOpt,
+    backend: str = BackendOpt,
+    workers: int = WorkersOpt,
+    seed: int = SeedOpt,
+    sets: list[str] = SetOpt,
+    force: bool = ForceOpt,
+    out: Path = OutOpt,
+    device: str = DeviceOpt,
+    threads: int = ThreadsOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Run one claim's grid (stored points are skipped) and print its verdict."""
+    from attnlab.claims import get_claim
+    from attnlab.report import collect_outcomes
+
+    claim = get_claim(claim_id)
+    summary = execute_run([claim], profile=profile, backend=backend, workers=workers, seed=seed, sets=sets,
+                          force=force, out=out, device=device, threads=threads, json_out=json_out,
+                          per_claim_sets=True)
+    outcome = next(o for o in collect_outcomes(out, [claim]) if o.claim.id == claim.id)
+    if json_out:
+        emit_json({"summary": summary, "claim": outcome.to_dict(), "store": str(out / "attnlab.sqlite")})
+        return
+    out_console.print(claims_table([outcome], title=f"{claim.id} ({profile})"))
+    if outcome.verdict.note:
+        out_console.print(f"[dim]{outcome.verdict.note}[/dim]")
+
+
+def reproduce(
+    profile: str = ProfileOpt,
+    backend: str = BackendOpt,
+    workers: int = WorkersOpt,
+    seed: int = SeedOpt,
+    sets: list[str] = SetOpt,
+    force: bool = ForceOpt,
+    out: Path = OutOpt,
+    device: str = DeviceOpt,
+    threads: int = ThreadsOpt,
+    only: str = typer.Option(None, "--only", help="Only claims whose id starts with this prefix."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Run every claim, write report.html / report.md / figures, and print the claims table."""
+    from attnlab.claims import all_claims
+    from attnlab.report import build_report
+
+    claims = all_claims()
+    if only:
+        claims = [c for c in claims if c.id.startswith(only)]
+        if not claims:
+            raise UsageError("--only", "a prefix of at least one claim id", only)
+    summary = execute_run(claims, profile=profile, backend=backend, workers=workers, seed=seed, sets=sets,
+                          force=force, out=out, device=device, threads=threads, json_out=json_out,
+                          per_claim_sets=False)
+    rep = build_report(out)
+    if json_out:
+        emit_json({"summary": summary, "claims": [o.to_dict() for o in rep.outcomes],
+                   "report": {"html": str(rep.html), "markdown": str(rep.markdown),
+                              "figures": len(rep.figures)}})  # fmt: skip
+        return
+    out_console.print(claims_table(rep.outcomes, title=f"attnlab claims ({profile} profile)"))
+    s = summary
+    out_console.print(
+        f"{s['points']} points ({s['cached']} from the store, {s['computed']} computed, {s['failed']} failed) "
+        f"in {s['wall_s']:.1f} s · report: {rep.html} · {rep.markdown} · store: {out / 'attnlab.sqlite'}"
+    )
+
+
+def report(out: Path = OutOpt, json_out: bool = JsonOpt) -> None:
+    """Rebuild report.html / report.md / figures from the store (nothing is recomputed)."""
+    from attnlab.report import build_report
+
+    rep = build_report(out)
+    if json_out:
+        emit_json({"html": str(rep.html), "markdown": str(rep.markdown), "figures": len(rep.figures),
+                   "claims": [o.to_dict() for o in rep.outcomes]})
+        return
+    out_console.print(claims_table(rep.outcomes, title="attnlab claims (from the store)"))
+    out_console.print(f"report: {rep.html} · {rep.markdown}")

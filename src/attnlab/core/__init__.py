@@ -1,0 +1,1 @@
+"""Shared math and data: seeding, validation, head weights, subspace geometry."""

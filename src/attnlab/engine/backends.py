@@ -1,0 +1,206 @@
+"""Execution backends: ``serial``, ``process`` (a local pool) and ``ray`` — one API.
+
+A backend takes a list of work items and yields finished :class:`StoredPoint` records as they
+complete; the driver writes each one to the store before asking for the next, so whatever
+finished survives an interruption. Every worker pins its torch thread count, and the seed of a
+point depends only on the root seed and the point's parameters, so every backend gives the same
+numbers.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import platform
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from attnlab.claims.base import Point, Result
+from attnlab.engine.store import StoredPoint
+
+__all__ = ["WorkItem", "BACKENDS", "execute", "run_items", "WorkerDied"]
+
+BACKENDS = ("serial", "process", "ray")
+
+
+class WorkerDied(RuntimeError):
+    """A worker process ended without returning its point (killed, out of memory)."""
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """A point plus where to find its claim (module and id), picklable for any backend."""
+
+    module: str
+    point: Point
+    threads: int
+    provenance: dict[str, Any]
+
+
+def _claim(module: str, claim_id: str):
+    mod = importlib.import_module(module)
+    for c in mod.CLAIMS:
+        if c.id == claim_id:
+            return c
+    raise LookupError(f"claim {claim_id!r} not found in module {module!r}")
+
+
+def _utc(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t)) + f".{int((t % 1) * 1000):03d}"
+
+
+def execute(item: WorkItem) -> StoredPoint:
+    """Run one point in this process; an exception becomes a ``failed`` record with its error."""
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(item.threads)
+    p = item.point
+    t0 = time.time()
+    status, metrics, arrays, error = "ok", {}, {}, None
+    try:
+        claim = _claim(item.module, p.claim_id)
+        res = claim.run(p)
+        if isinstance(res, dict):
+            res = Result(metrics=res.get("metrics", {}), arrays=res.get("arrays", {}))
+        metrics = dict(res.metrics)
+        arrays = {k: np.asarray(v) for k, v in res.arrays.items()}
+    except Exception as e:  # noqa: BLE001 - a failing point is data, not a crash
+        status = "failed"
+        tb = traceback.format_exception(type(e), e, e.__traceback__)
+        error = f"{type(e).__name__}: {e}\n" + "".join(tb[-4:])
+    t1 = time.time()
+    prov = dict(item.provenance)
+    prov.update(
+        torch=torch.__version__,
+        device=p.device,
+        dtype=str(metrics.get("dtype", "float64")),
+        threads=torch.get_num_threads(),
+        python=platform.python_version(),
+        pid=os.getpid(),
+    )
+    return StoredPoint(
+        point_id=p.point_id,
+        claim_id=p.claim_id,
+        profile=p.profile,
+        params=dict(p.params),
+        seed=p.seed,
+        version=p.version,
+        status=status,
+        metrics=metrics,
+        error=error,
+        provenance=prov,
+        runtime_s=t1 - t0,
+        host=socket.gethostname(),
+        started=_utc(t0),
+        ended=_utc(t1),
+        arrays=arrays,
+    )
+
+
+def _init_worker(threads: int) -> None:
+    import torch
+
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    torch.set_num_threads(threads)
+
+
+def run_items(items: Sequence[WorkItem], backend: str, workers: int) -> Iterator[StoredPoint]:
+    """Yield a finished record for every item (in completion order)."""
+    if not items:
+        return
+    if backend == "serial":
+        yield from _run_serial(items)
+    elif backend == "process":
+        yield from _run_process(items, workers)
+    elif backend == "ray":
+        yield from _run_ray(items, workers)
+    else:
+        raise ValueError(f"--backend: expected one of {', '.join(BACKENDS)}, got {backend!r}")
+
+
+def _run_serial(items: Sequence[WorkItem]) -> Iterator[StoredPoint]:
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        for it in items:
+            yield execute(it)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run_process(items: Sequence[WorkItem], workers: int) -> Iterator[StoredPoint]:
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    ctx = mp.get_context("spawn")  # fork after torch has started threads can deadlock
+    pool = ProcessPoolExecutor(
+        max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(items[0].threads,)
+    )
+    pending = {pool.submit(execute, it): it for it in items}
+    try:
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                it = pending.pop(fut)
+                try:
+                    yield fut.result()
+                except BrokenProcessPool as e:
+                    raise WorkerDied(
+                        f"a worker process died while computing {it.point.claim_id} {dict(it.point.params)}"
+                    ) from e
+    finally:
+        for fut in pending:
+            fut.cancel()
+        pool.shutdown(wait=not pending, cancel_futures=True)
+        if pending:  # interrupted: do not wait for running points, stop the workers
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                if proc.is_alive():
+                    proc.terminate()
+
+
+def _run_ray(items: Sequence[WorkItem], workers: int) -> Iterator[StoredPoint]:
+    try:
+        import ray
+    except ImportError as e:  # pragma: no cover - depends on the extra
+        raise ValueError(
+            "--backend: expected 'ray' to be installed (pip install 'attnlab[ray]'), got ray missing"
+        ) from e
+    started_here = False
+    if not ray.is_initialized():
+        address = os.environ.get("RAY_ADDRESS")
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if address:
+            kwargs["address"] = address
+        else:
+            kwargs["num_cpus"] = workers
+        # the workers must import attnlab (and any extra claim modules) like the driver does
+        env = {k: os.environ[k] for k in ("ATTNLAB_EXTRA_CLAIMS", "PYTHONPATH") if k in os.environ}
+        paths = [p for p in sys.path if p and os.path.isdir(p)]
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+        kwargs["runtime_env"] = {"env_vars": env}
+        ray.init(**kwargs)
+        started_here = True
+    remote = ray.remote(num_cpus=1, max_retries=0)(execute)
+    refs = {remote.remote(it): it for it in items}
+    try:
+        while refs:
+            done, _ = ray.wait(list(refs), num_returns=1)
+            for ref in done:
+                it = refs.pop(ref)
+                try:
+                    yield ray.get(ref)
+                except ray.exceptions.WorkerCrashedError as e:
+                    raise WorkerDied(f"a Ray worker died while computing {it.point.claim_id}") from e
+    finally:
+        for ref in refs:
+            ray.cancel(ref, force=True)
+        if started_here:
+            ray.shutdown()

@@ -1,0 +1,270 @@
+"""The results store: SQLite (standard library, WAL mode) at ``<out>/attnlab.sqlite``.
+
+Tables
+------
+points     one row per computed point: claim id, profile, canonical params (JSON, sorted keys),
+           point id = sha256(claim id, canonical params, seed, claim version), seed, version,
+           status (``ok`` | ``failed``), metrics (JSON), error, provenance (JSON), runtime,
+           host, start and end times (UTC, ISO 8601).
+artifacts  named arrays for figures: (point id, name, compressed npz blob).
+runs       one row per invocation of a claim: which point ids it asked for, the root seed, the
+           overrides and the profile; the report and the verdict read a claim's latest run.
+
+Only the driver process writes (worker processes and Ray tasks return rows to it), one
+transaction per point, so an interrupted run keeps every point that finished.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnlab.claims.base import Row, _jsonable
+from attnlab.core.seeding import canonical_json
+
+__all__ = ["Store", "StoredPoint", "RunRecord"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS points (
+    point_id   TEXT PRIMARY KEY,
+    claim_id   TEXT NOT NULL,
+    profile    TEXT NOT NULL,
+    params     TEXT NOT NULL,
+    seed       INTEGER NOT NULL,
+    version    INTEGER NOT NULL,
+    status     TEXT NOT NULL,
+    metrics    TEXT,
+    error      TEXT,
+    provenance TEXT,
+    runtime_s  REAL,
+    host       TEXT,
+    started    TEXT,
+    ended      TEXT
+);
+CREATE INDEX IF NOT EXISTS points_claim ON points(claim_id, profile);
+CREATE TABLE IF NOT EXISTS artifacts (
+    point_id TEXT NOT NULL,
+    name     TEXT NOT NULL,
+    data     BLOB NOT NULL,
+    PRIMARY KEY (point_id, name)
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id     INTEGER PRIMARY KEY AUTOINCREMENT,
+    claim_id   TEXT NOT NULL,
+    profile    TEXT NOT NULL,
+    root_seed  INTEGER NOT NULL,
+    overrides  TEXT NOT NULL,
+    point_ids  TEXT NOT NULL,
+    backend    TEXT,
+    started    TEXT,
+    ended      TEXT
+);
+"""
+
+
+@dataclass(frozen=True)
+class StoredPoint:
+    """What a worker sends back for one point, ready to be written."""
+
+    point_id: str
+    claim_id: str
+    profile: str
+    params: Mapping[str, Any]
+    seed: int
+    version: int
+    status: str
+    metrics: Mapping[str, Any]
+    error: str | None
+    provenance: Mapping[str, Any]
+    runtime_s: float
+    host: str
+    started: str
+    ended: str
+    arrays: Mapping[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_id: int
+    claim_id: str
+    profile: str
+    root_seed: int
+    overrides: dict[str, Any]
+    point_ids: list[str]
+    backend: str
+    started: str
+    ended: str | None
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def pack_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, bytes]:
+    out = {}
+    for name, arr in arrays.items():
+        buf = io.BytesIO()
+        np.savez_compressed(buf, a=np.asarray(arr))
+        out[name] = buf.getvalue()
+    return out
+
+
+def unpack_array(blob: bytes) -> np.ndarray:
+    with np.load(io.BytesIO(blob), allow_pickle=False) as z:
+        return z["a"]
+
+
+class Store:
+    """The SQLite results store of one output directory.
+
+    Parameters
+    ----------
+    path : str or Path
+        The database file (``<out>/attnlab.sqlite``); its folder is created if needed.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._con = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
+        self._con.execute("PRAGMA journal_mode=WAL")
+        self._con.execute("PRAGMA synchronous=NORMAL")
+        self._con.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self._con.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- points -----------------------------------------------------------------------------
+    def done_ids(self, point_ids: Iterable[str], statuses: Sequence[str] = ("ok",)) -> set[str]:
+        """The subset of ``point_ids`` already stored with one of ``statuses``."""
+        ids = list(point_ids)
+        found: set[str] = set()
+        marks = ",".join("?" * len(statuses))
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            q = (
+                f"SELECT point_id FROM points WHERE status IN ({marks}) "
+                f"AND point_id IN ({','.join('?' * len(chunk))})"
+            )
+            found.update(r[0] for r in self._con.execute(q, [*statuses, *chunk]))
+        return found
+
+    def write_point(self, p: StoredPoint) -> None:
+        """Write one point and its arrays in one transaction (replacing an earlier one)."""
+        metrics = json.dumps(_jsonable(dict(p.metrics)), sort_keys=True, allow_nan=False)
+        blobs = pack_arrays(p.arrays)
+        with self._con:  # BEGIN ... COMMIT
+            self._con.execute("BEGIN")
+            self._con.execute("DELETE FROM artifacts WHERE point_id = ?", (p.point_id,))
+            self._con.execute(
+                "INSERT OR REPLACE INTO points VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    p.point_id,
+                    p.claim_id,
+                    p.profile,
+                    canonical_json(_jsonable(dict(p.params))),
+                    p.seed,
+                    p.version,
+                    p.status,
+                    metrics,
+                    p.error,
+                    json.dumps(_jsonable(dict(p.provenance)), sort_keys=True),
+                    p.runtime_s,
+                    p.host,
+                    p.started,
+                    p.ended,
+                ),
+            )
+            self._con.executemany(
+                "INSERT INTO artifacts VALUES (?,?,?)", [(p.point_id, k, v) for k, v in blobs.items()]
+            )
+
+    def rows(self, point_ids: Sequence[str], with_arrays: bool = False) -> list[Row]:
+        """Stored rows for ``point_ids`` (in that order; missing ids are skipped)."""
+        out: dict[str, Row] = {}
+        ids = list(point_ids)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            q = (
+                "SELECT point_id, params, status, metrics, error, runtime_s FROM points "
+                f"WHERE point_id IN ({','.join('?' * len(chunk))})"
+            )
+            for pid, params, status, metrics, error, rt in self._con.execute(q, chunk):
+                arrays = self.arrays(pid) if with_arrays else {}
+                out[pid] = Row(
+                    pid, json.loads(params), status, json.loads(metrics or "{}"), error, rt or 0.0, arrays
+                )
+        return [out[i] for i in ids if i in out]
+
+    def arrays(self, point_id: str) -> dict[str, np.ndarray]:
+        cur = self._con.execute("SELECT name, data FROM artifacts WHERE point_id = ?", (point_id,))
+        return {name: unpack_array(blob) for name, blob in cur}
+
+    def all_points(self, claim_id: str | None = None) -> list[dict[str, Any]]:
+        """Every stored point as a flat dict (for ``results list`` / ``export``)."""
+        q = (
+            "SELECT point_id, claim_id, profile, params, seed, version, status, metrics, error, "
+            "provenance, runtime_s, host, started, ended FROM points"
+        )
+        args: tuple = ()
+        if claim_id:
+            q += " WHERE claim_id = ?"
+            args = (claim_id,)
+        q += " ORDER BY claim_id, started, point_id"
+        cols = [
+            "point_id", "claim_id", "profile", "params", "seed", "version", "status", "metrics",
+            "error", "provenance", "runtime_s", "host", "started", "ended",
+        ]  # fmt: skip
+        out = []
+        for r in self._con.execute(q, args):
+            d = dict(zip(cols, r))
+            for k in ("params", "metrics", "provenance"):
+                d[k] = json.loads(d[k] or "{}")
+            out.append(d)
+        return out
+
+    # -- runs -------------------------------------------------------------------------------
+    def start_run(
+        self,
+        claim_id: str,
+        profile: str,
+        root_seed: int,
+        overrides: Mapping[str, Any],
+        point_ids: Sequence[str],
+        backend: str,
+    ) -> int:
+        cur = self._con.execute(
+            "INSERT INTO runs (claim_id, profile, root_seed, overrides, point_ids, backend, started) "
+            "VALUES (?,?,?,?,?,?,?)",
+            (claim_id, profile, root_seed, canonical_json(_jsonable(dict(overrides))),
+             json.dumps(list(point_ids)), backend, _now()),
+        )  # fmt: skip
+        return int(cur.lastrowid)
+
+    def end_run(self, run_id: int) -> None:
+        self._con.execute("UPDATE runs SET ended = ? WHERE run_id = ?", (_now(), run_id))
+
+    def latest_runs(self) -> list[RunRecord]:
+        """The latest run of each claim (any profile), in claim order of first appearance."""
+        q = (
+            "SELECT run_id, claim_id, profile, root_seed, overrides, point_ids, backend, started, ended "
+            "FROM runs WHERE run_id IN (SELECT MAX(run_id) FROM runs GROUP BY claim_id) ORDER BY run_id"
+        )
+        return [
+            RunRecord(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), r[6], r[7], r[8])
+            for r in self._con.execute(q)
+        ]
