@@ -58,7 +58,7 @@ def all_claims() -> list[Claim]:
     seen: set[str] = set()
     for name in _modules():
         mod = importlib.import_module(name)
-        for c in getattr(mod, "CLAIMS"):
+        for c in mod.CLAIMS:
             if c.id in seen:
                 raise RuntimeError(f"claim id {c.id!r} registered twice")
             seen.add(c.id)
@@ -72,6 +72,4 @@ def get_claim(claim_id: str) -> Claim:
     for c in claims:
         if c.id == claim_id:
             return c
-    raise ValueError(
-        f"ID: expected a claim id (see 'attnlab claims list'), got {claim_id!r}"
-    )
+    raise ValueError(f"ID: expected a claim id (see 'attnlab claims list'), got {claim_id!r}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import numpy as np
 import torch
 
 from attnlab.claims.base import Claim, Grid, Point, Result, Row, Verdict
@@ -49,8 +48,9 @@ def _nw_identity_verdict(rows: Sequence[Row]) -> Verdict:
     ok = [r for r in rows if r.ok]
     failed = len(rows) - len(ok)
     if not ok:
-        return Verdict("inconclusive", {"points": 0, "failed": failed}, f"‖a−b‖/‖b‖ < {_NW_TOL:g}",
-                       "no point finished")
+        return Verdict(
+            "inconclusive", {"points": 0, "failed": failed}, f"‖a−b‖/‖b‖ < {_NW_TOL:g}", "no point finished"
+        )
     worst = max(ok, key=lambda r: r.metrics["rel_diff"])
     n_over = sum(bool(r.metrics["naive_exp_overflows"]) for r in ok)
     numbers = {
@@ -107,8 +107,9 @@ NW_IDENTITY = Claim(
     version=1,
     grids={
         "quick": Grid({"shape": _SHAPES_QUICK, "beta": [0.01, 1.0, 30.0, 1000.0]}),
-        "full": Grid({"shape": _SHAPES_FULL, "beta": [0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 1e4]},
-                     seeds=3),
+        "full": Grid(
+            {"shape": _SHAPES_FULL, "beta": [0.001, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 1e4]}, seeds=3
+        ),
     },
     run=_nw_identity_run,
     verdict=_nw_identity_verdict,

@@ -14,6 +14,11 @@ import sys
 import click
 import typer
 
+from attnlab import __version__
+from attnlab.cli import results as results_cli
+from attnlab.cli import runs
+from attnlab.cli.common import UsageError
+
 try:  # recent typer vendors its own click; older ones use click itself
     from typer._click import exceptions as _tce
 except ImportError:  # pragma: no cover
@@ -23,10 +28,6 @@ except ImportError:  # pragma: no cover
 def _exc(name: str) -> tuple[type[BaseException], ...]:
     return tuple({getattr(click.exceptions, name), getattr(_tce, name, getattr(click.exceptions, name))})
 
-from attnlab import __version__
-from attnlab.cli import results as results_cli
-from attnlab.cli import runs
-from attnlab.cli.common import UsageError
 
 app = typer.Typer(
     name="attnlab",
@@ -45,7 +46,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version."
+    ),
 ) -> None:
     """Verify the claims of three papers on attention heads, and inspect real models' heads."""
 
@@ -114,8 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - one line, unless debugging
         if os.environ.get("ATTNLAB_DEBUG"):
             raise
-        print(f"internal error: {type(e).__name__}: {_one_line(str(e))} (ATTNLAB_DEBUG=1 for a traceback)",
-              file=sys.stderr)
+        print(
+            f"internal error: {type(e).__name__}: {_one_line(str(e))} (ATTNLAB_DEBUG=1 for a traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 

@@ -36,13 +36,17 @@ def results_list(
     rows = _points(out, claim)
     groups: dict[tuple[str, str], dict] = {}
     for r in rows:
-        g = groups.setdefault((r["claim_id"], r["profile"]), {"claim_id": r["claim_id"], "profile": r["profile"],
-                                                              "points": 0, "failed": 0, "runtime_s": 0.0})
+        g = groups.setdefault(
+            (r["claim_id"], r["profile"]),
+            {"claim_id": r["claim_id"], "profile": r["profile"], "points": 0, "failed": 0, "runtime_s": 0.0},
+        )
         g["points"] += 1
         g["failed"] += r["status"] != "ok"
         g["runtime_s"] += r["runtime_s"] or 0.0
     if json_out:
-        emit_json({"store": str(out / "attnlab.sqlite"), "groups": list(groups.values()), "points": len(rows)})
+        emit_json(
+            {"store": str(out / "attnlab.sqlite"), "groups": list(groups.values()), "points": len(rows)}
+        )
         return
     t = Table(title=f"{len(rows)} stored points in {out}")
     for col in ("claim", "profile", "points", "failed", "compute (s)"):
@@ -67,8 +71,21 @@ def results_export(
         raise UsageError("--csv", "a path in an existing folder", str(csv_path))
     flat = []
     for r in rows:
-        d = {k: r[k] for k in ("point_id", "claim_id", "profile", "seed", "version", "status", "runtime_s",
-                               "host", "started", "ended")}
+        d = {
+            k: r[k]
+            for k in (
+                "point_id",
+                "claim_id",
+                "profile",
+                "seed",
+                "version",
+                "status",
+                "runtime_s",
+                "host",
+                "started",
+                "ended",
+            )
+        }
         d.update({f"param.{k}": _cell(v) for k, v in r["params"].items()})
         d.update({f"metric.{k}": _cell(v) for k, v in r["metrics"].items()})
         d["error"] = (r["error"] or "").splitlines()[0] if r["error"] else ""

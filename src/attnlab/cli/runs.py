@@ -16,11 +16,18 @@ claims_app = typer.Typer(help="List and run the claims of the three papers.", no
 _VERDICT_STYLE = {"holds": "bold green", "fails": "bold red", "inconclusive": "bold yellow"}
 
 ProfileOpt = typer.Option("quick", "--profile", help="Parameter grids: quick (laptop) or full (GPU/cluster).")
-BackendOpt = typer.Option("process", "--backend", help="serial | process (local pool) | ray (RAY_ADDRESS or local).")
+BackendOpt = typer.Option(
+    "process", "--backend", help="serial | process (local pool) | ray (RAY_ADDRESS or local)."
+)
 WorkersOpt = typer.Option(None, "--workers", help="Worker processes (default: the number of cores).")
 SeedOpt = typer.Option(0, "--seed", help="Root seed; every point's seed derives from it.")
-SetOpt = typer.Option(None, "--set", help="Override a claim parameter: key=value (a,b,c for a list). Repeatable.")
+SetOpt = typer.Option(
+    None, "--set", help="Override a claim parameter: key=value (a,b,c for a list). Repeatable."
+)
 ForceOpt = typer.Option(False, "--force", help="Recompute points that are already stored.")
+RetryOpt = typer.Option(
+    False, "--retry-failed", help="Recompute stored points that failed (others are kept)."
+)
 OutOpt = typer.Option(Path("results"), "--out", help="Results folder (SQLite store, figures, report).")
 DeviceOpt = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N (bring your own CUDA torch).")
 ThreadsOpt = typer.Option(None, "--threads", help="Torch threads per point (default: cores / workers).")
@@ -76,10 +83,14 @@ class _Bar:
             err_console.print(f"[dim]{total} points: {total - todo} stored already, {todo} to compute[/dim]")
             if todo:
                 self.progress = Progress(
-                    TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=err_console,
+                    TextColumn("[bold]{task.description}"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TimeElapsedColumn(),
+                    TextColumn("{task.fields[last]}"),
+                    console=err_console,
                     transient=False,
-                )  # fmt: skip
+                )
                 self.progress.start()
                 self.task = self.progress.add_task("computing", total=todo, last="")
         elif event == "point" and self.progress is not None:
@@ -92,8 +103,22 @@ class _Bar:
             self.progress = None
 
 
-def execute_run(claims, *, profile, backend, workers, seed, sets, force, out, device, threads, json_out,
-                per_claim_sets: bool) -> dict[str, Any]:
+def execute_run(
+    claims,
+    *,
+    profile,
+    backend,
+    workers,
+    seed,
+    sets,
+    force,
+    retry_failed,
+    out,
+    device,
+    threads,
+    json_out,
+    per_claim_sets: bool,
+) -> dict[str, Any]:
     """Run ``claims``, then return the summary and the outcomes (shared by run and reproduce)."""
     from attnlab.engine import run_claims
     from attnlab.engine.backends import WorkerDied
@@ -119,12 +144,24 @@ def execute_run(claims, *, profile, backend, workers, seed, sets, force, out, de
     bar = _Bar(quiet=False)
     try:
         summary = run_claims(
-            claims, profile=profile, out=out, backend=backend, workers=workers, root_seed=seed,
-            overrides=overrides, force=force, device=device, threads=threads, progress=bar,
-        )  # fmt: skip
+            claims,
+            profile=profile,
+            out=out,
+            backend=backend,
+            workers=workers,
+            root_seed=seed,
+            overrides=overrides,
+            force=force,
+            retry_failed=retry_failed,
+            device=device,
+            threads=threads,
+            progress=bar,
+        )
     except KeyboardInterrupt:
         bar.close()
-        err_console.print(f"interrupted: every finished point is stored in {out}; rerun the same command to resume")
+        err_console.print(
+            f"interrupted: every finished point is stored in {out}; rerun the same command to resume"
+        )
         raise typer.Exit(130) from None
     except WorkerDied as e:
         bar.close()
@@ -143,8 +180,14 @@ def claims_table(outcomes, title: str = "claims") -> Table:
         t.add_column(col, overflow="fold")
     for o in outcomes:
         v = o.verdict
-        t.add_row(o.claim.id, o.claim.kind, o.claim.paper, f"[{_VERDICT_STYLE[v.status]}]{v.status}[/]",
-                  format_numbers(dict(v.numbers), 4), f"{o.runtime_s:.1f}")
+        t.add_row(
+            o.claim.id,
+            o.claim.kind,
+            o.claim.paper,
+            f"[{_VERDICT_STYLE[v.status]}]{v.status}[/]",
+            format_numbers(dict(v.numbers), 4),
+            f"{o.runtime_s:.1f}",
+        )
     return t
 
 
@@ -155,11 +198,21 @@ def claims_list(json_out: bool = JsonOpt) -> None:
 
     claims = all_claims()
     if json_out:
-        emit_json({"claims": [
-            {"id": c.id, "kind": c.kind, "paper": c.paper, "statement": c.statement, "version": c.version,
-             "points": {p: len(c.points(p)) for p in c.grids}}
-            for c in claims
-        ]})  # fmt: skip
+        emit_json(
+            {
+                "claims": [
+                    {
+                        "id": c.id,
+                        "kind": c.kind,
+                        "paper": c.paper,
+                        "statement": c.statement,
+                        "version": c.version,
+                        "points": {p: len(c.points(p)) for p in c.grids},
+                    }
+                    for c in claims
+                ]
+            }
+        )
         return
     t = Table(title=f"{len(claims)} claims")
     for col in ("id", "kind", "paper", "points quick/full", "statement"):
@@ -178,6 +231,7 @@ def claims_run(
     seed: int = SeedOpt,
     sets: list[str] = SetOpt,
     force: bool = ForceOpt,
+    retry_failed: bool = RetryOpt,
     out: Path = OutOpt,
     device: str = DeviceOpt,
     threads: int = ThreadsOpt,
@@ -188,9 +242,21 @@ def claims_run(
     from attnlab.report import collect_outcomes
 
     claim = get_claim(claim_id)
-    summary = execute_run([claim], profile=profile, backend=backend, workers=workers, seed=seed, sets=sets,
-                          force=force, out=out, device=device, threads=threads, json_out=json_out,
-                          per_claim_sets=True)
+    summary = execute_run(
+        [claim],
+        profile=profile,
+        backend=backend,
+        workers=workers,
+        seed=seed,
+        sets=sets,
+        force=force,
+        retry_failed=retry_failed,
+        out=out,
+        device=device,
+        threads=threads,
+        json_out=json_out,
+        per_claim_sets=True,
+    )
     outcome = next(o for o in collect_outcomes(out, [claim]) if o.claim.id == claim.id)
     if json_out:
         emit_json({"summary": summary, "claim": outcome.to_dict(), "store": str(out / "attnlab.sqlite")})
@@ -207,6 +273,7 @@ def reproduce(
     seed: int = SeedOpt,
     sets: list[str] = SetOpt,
     force: bool = ForceOpt,
+    retry_failed: bool = RetryOpt,
     out: Path = OutOpt,
     device: str = DeviceOpt,
     threads: int = ThreadsOpt,
@@ -222,19 +289,36 @@ def reproduce(
         claims = [c for c in claims if c.id.startswith(only)]
         if not claims:
             raise UsageError("--only", "a prefix of at least one claim id", only)
-    summary = execute_run(claims, profile=profile, backend=backend, workers=workers, seed=seed, sets=sets,
-                          force=force, out=out, device=device, threads=threads, json_out=json_out,
-                          per_claim_sets=False)
+    summary = execute_run(
+        claims,
+        profile=profile,
+        backend=backend,
+        workers=workers,
+        seed=seed,
+        sets=sets,
+        force=force,
+        retry_failed=retry_failed,
+        out=out,
+        device=device,
+        threads=threads,
+        json_out=json_out,
+        per_claim_sets=False,
+    )
     rep = build_report(out)
     if json_out:
-        emit_json({"summary": summary, "claims": [o.to_dict() for o in rep.outcomes],
-                   "report": {"html": str(rep.html), "markdown": str(rep.markdown),
-                              "figures": len(rep.figures)}})  # fmt: skip
+        emit_json(
+            {
+                "summary": summary,
+                "claims": [o.to_dict() for o in rep.outcomes],
+                "report": {"html": str(rep.html), "markdown": str(rep.markdown), "figures": len(rep.figures)},
+            }
+        )
         return
     out_console.print(claims_table(rep.outcomes, title=f"attnlab claims ({profile} profile)"))
     s = summary
     out_console.print(
-        f"{s['points']} points ({s['cached']} from the store, {s['computed']} computed, {s['failed']} failed) "
+        f"{s['points']} points ({s['cached']} from the store, {s['computed']} computed, "
+        f"{s['failed']} failed) "
         f"in {s['wall_s']:.1f} s · report: {rep.html} · {rep.markdown} · store: {out / 'attnlab.sqlite'}"
     )
 
@@ -245,8 +329,14 @@ def report(out: Path = OutOpt, json_out: bool = JsonOpt) -> None:
 
     rep = build_report(out)
     if json_out:
-        emit_json({"html": str(rep.html), "markdown": str(rep.markdown), "figures": len(rep.figures),
-                   "claims": [o.to_dict() for o in rep.outcomes]})
+        emit_json(
+            {
+                "html": str(rep.html),
+                "markdown": str(rep.markdown),
+                "figures": len(rep.figures),
+                "claims": [o.to_dict() for o in rep.outcomes],
+            }
+        )
         return
     out_console.print(claims_table(rep.outcomes, title="attnlab claims (from the store)"))
     out_console.print(f"report: {rep.html} · {rep.markdown}")

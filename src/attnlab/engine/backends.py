@@ -157,11 +157,12 @@ def _run_process(items: Sequence[WorkItem], workers: int) -> Iterator[StoredPoin
                         f"a worker process died while computing {it.point.claim_id} {dict(it.point.params)}"
                     ) from e
     finally:
+        procs = list((getattr(pool, "_processes", None) or {}).values())
         for fut in pending:
             fut.cancel()
         pool.shutdown(wait=not pending, cancel_futures=True)
         if pending:  # interrupted: do not wait for running points, stop the workers
-            for proc in list(getattr(pool, "_processes", {}).values()):
+            for proc in procs:
                 if proc.is_alive():
                     proc.terminate()
 

@@ -1,7 +1,8 @@
 """Sweeps: claims -> points -> backend -> store, with resume and cache as one mechanism.
 
-Points already stored with status ``ok`` are skipped (a cache hit and a resumed run are the same
-thing); failed points are retried; ``force`` recomputes everything asked for. Each point is
+Points already stored are skipped (a cache hit and a resumed run are the same thing), failed ones
+included: a point that raised is a stored result with its error, and ``retry_failed`` computes
+those again; ``force`` recomputes everything asked for. Each point is
 written as soon as it finishes, so an interrupted run (Ctrl-C, a killed worker) keeps every
 finished row and the next run computes only what is missing.
 """
@@ -19,7 +20,7 @@ from typing import Any
 from attnlab import __version__
 from attnlab.claims.base import Claim, Point, Row, Verdict
 from attnlab.engine.backends import BACKENDS, WorkItem, run_items
-from attnlab.engine.store import Store, StoredPoint
+from attnlab.engine.store import Store
 
 __all__ = ["RunSummary", "ClaimOutcome", "run_claims", "claim_outcome", "default_workers", "git_revision"]
 
@@ -82,6 +83,7 @@ def run_claims(
     root_seed: int = 0,
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
     force: bool = False,
+    retry_failed: bool = False,
     device: str = "cpu",
     threads: int | None = None,
     progress: ProgressFn | None = None,
@@ -117,12 +119,14 @@ def run_claims(
         for claim in claims:
             points: list[Point] = claim.points(profile, root_seed, overrides.get(claim.id), device)
             ids = [p.point_id for p in points]
-            done = set() if force else store.done_ids(ids)
+            done = set() if force else store.done_ids(ids, ("ok",) if retry_failed else ("ok", "failed"))
             todo = [p for p in points if p.point_id not in done]
             summary.total += len(points)
             summary.cached += len(points) - len(todo)
             summary.per_claim[claim.id] = {"points": len(points), "cached": len(points) - len(todo)}
-            runs.append(store.start_run(claim.id, profile, root_seed, overrides.get(claim.id, {}), ids, backend))
+            runs.append(
+                store.start_run(claim.id, profile, root_seed, overrides.get(claim.id, {}), ids, backend)
+            )
             items.extend(WorkItem(claim.module, p, threads, prov) for p in todo)
         if progress:
             progress("start", {"total": summary.total, "todo": len(items)})
@@ -166,8 +170,9 @@ class ClaimOutcome:
         }
 
 
-def claim_outcome(store: Store, claim: Claim, point_ids: Sequence[str], profile: str,
-                  with_arrays: bool = False) -> ClaimOutcome:
+def claim_outcome(
+    store: Store, claim: Claim, point_ids: Sequence[str], profile: str, with_arrays: bool = False
+) -> ClaimOutcome:
     """Collect stored rows of ``point_ids`` and apply the claim's verdict."""
     rows = store.rows(point_ids, with_arrays=with_arrays)
     missing = len(point_ids) - len(rows)
@@ -179,6 +184,10 @@ def claim_outcome(store: Store, claim: Claim, point_ids: Sequence[str], profile:
         except Exception as e:  # noqa: BLE001 - a broken verdict is reported, not fatal
             v = Verdict("inconclusive", {"points": len(rows)}, "-", f"verdict raised {type(e).__name__}: {e}")
     if missing and v.status != "inconclusive":
-        v = Verdict("inconclusive", dict(v.numbers) | {"missing_points": missing}, v.tolerance,
-                    f"{missing} point(s) not computed (interrupted run?); {v.note}")
+        v = Verdict(
+            "inconclusive",
+            dict(v.numbers) | {"missing_points": missing},
+            v.tolerance,
+            f"{missing} point(s) not computed (interrupted run?); {v.note}",
+        )
     return ClaimOutcome(claim, profile, rows, v, missing, sum(r.runtime_s for r in rows))

@@ -226,9 +226,21 @@ class Store:
             args = (claim_id,)
         q += " ORDER BY claim_id, started, point_id"
         cols = [
-            "point_id", "claim_id", "profile", "params", "seed", "version", "status", "metrics",
-            "error", "provenance", "runtime_s", "host", "started", "ended",
-        ]  # fmt: skip
+            "point_id",
+            "claim_id",
+            "profile",
+            "params",
+            "seed",
+            "version",
+            "status",
+            "metrics",
+            "error",
+            "provenance",
+            "runtime_s",
+            "host",
+            "started",
+            "ended",
+        ]
         out = []
         for r in self._con.execute(q, args):
             d = dict(zip(cols, r))
@@ -250,9 +262,16 @@ class Store:
         cur = self._con.execute(
             "INSERT INTO runs (claim_id, profile, root_seed, overrides, point_ids, backend, started) "
             "VALUES (?,?,?,?,?,?,?)",
-            (claim_id, profile, root_seed, canonical_json(_jsonable(dict(overrides))),
-             json.dumps(list(point_ids)), backend, _now()),
-        )  # fmt: skip
+            (
+                claim_id,
+                profile,
+                root_seed,
+                canonical_json(_jsonable(dict(overrides))),
+                json.dumps(list(point_ids)),
+                backend,
+                _now(),
+            ),
+        )
         return int(cur.lastrowid)
 
     def end_run(self, run_id: int) -> None:

@@ -91,9 +91,7 @@ def nw_estimate(
     if queries.ndim < 2 or keys.ndim < 2 or values.ndim < 2:
         raise ValueError("queries/keys/values: expected tensors of at least 2 dimensions (…, rows, features)")
     if keys.shape[-2] != values.shape[-2]:
-        raise ValueError(
-            f"values: expected {keys.shape[-2]} rows (one per key), got {values.shape[-2]}"
-        )
+        raise ValueError(f"values: expected {keys.shape[-2]} rows (one per key), got {values.shape[-2]}")
     if W_Q.shape[-2] != queries.shape[-1] or W_K.shape[-2] != keys.shape[-1]:
         raise ValueError(
             f"W_Q/W_K: expected (…, {queries.shape[-1]}, d_k), got {tuple(W_Q.shape)} and {tuple(W_K.shape)}"

@@ -61,8 +61,9 @@ class Report:
     figure_errors: dict[str, str] = field(default_factory=dict)
 
 
-def collect_outcomes(out: str | Path, claims: Sequence[Claim] | None = None,
-                     with_arrays: bool = False) -> list[ClaimOutcome]:
+def collect_outcomes(
+    out: str | Path, claims: Sequence[Claim] | None = None, with_arrays: bool = False
+) -> list[ClaimOutcome]:
     """Verdicts of every claim with a stored run in ``<out>/attnlab.sqlite`` (registered claims only)."""
     path = Path(out) / DB_NAME
     if not path.exists():
@@ -176,9 +177,11 @@ def _html(outcomes, per_claim, errors, stamp) -> str:
         group = [o for o in outcomes if o.claim.kind == kind]
         if not group:
             continue
-        parts.append(f"<h2>{_e(_KIND_TITLES[kind])}</h2><table><tr><th>claim</th><th>paper</th>"
-                     "<th>statement</th><th>verdict</th><th>deciding numbers</th><th>tolerance</th>"
-                     "<th>profile</th><th>runtime (s)</th></tr>")
+        parts.append(
+            f"<h2>{_e(_KIND_TITLES[kind])}</h2><table><tr><th>claim</th><th>paper</th>"
+            "<th>statement</th><th>verdict</th><th>deciding numbers</th><th>tolerance</th>"
+            "<th>profile</th><th>runtime (s)</th></tr>"
+        )
         for o in group:
             v = o.verdict
             parts.append(
@@ -190,11 +193,15 @@ def _html(outcomes, per_claim, errors, stamp) -> str:
         parts.append("</table>")
     for o in outcomes:
         v = o.verdict
-        parts.append(f"<section class='claim' id='{_e(o.claim.id)}'><h3><code>{_e(o.claim.id)}</code> "
-                     f"<span class='{v.status}'>&nbsp;{v.status}&nbsp;</span></h3>")
-        parts.append(f"<p><b>Paper {_e(_PAPERS.get(o.claim.paper, o.claim.paper))}</b> · kind "
-                     f"<i>{_e(o.claim.kind)}</i> · profile <i>{_e(o.profile)}</i> · {len(o.rows)} points "
-                     f"({sum(not r.ok for r in o.rows)} failed) · {o.runtime_s:.1f} s of compute</p>")
+        parts.append(
+            f"<section class='claim' id='{_e(o.claim.id)}'><h3><code>{_e(o.claim.id)}</code> "
+            f"<span class='{v.status}'>&nbsp;{v.status}&nbsp;</span></h3>"
+        )
+        parts.append(
+            f"<p><b>Paper {_e(_PAPERS.get(o.claim.paper, o.claim.paper))}</b> · kind "
+            f"<i>{_e(o.claim.kind)}</i> · profile <i>{_e(o.profile)}</i> · {len(o.rows)} points "
+            f"({sum(not r.ok for r in o.rows)} failed) · {o.runtime_s:.1f} s of compute</p>"
+        )
         parts.append(f"<p>{_e(o.claim.statement)}</p>")
         if o.claim.description:
             parts.append(f"<p class='note'>{_e(o.claim.description)}</p>")
@@ -203,12 +210,16 @@ def _html(outcomes, per_claim, errors, stamp) -> str:
         parts.append(f"<p class='note'><b>Tolerance:</b> {_e(v.tolerance)}</p>")
         parts.append("<table><tr><th>deciding number</th><th>value</th></tr>")
         for k, val in v.to_dict()["numbers"].items():
-            parts.append(f"<tr><td><code>{_e(k)}</code></td><td>{_e(format_numbers({'': val})[1:])}</td></tr>")
+            parts.append(
+                f"<tr><td><code>{_e(k)}</code></td><td>{_e(format_numbers({'': val})[1:])}</td></tr>"
+            )
         parts.append("</table>")
         for f in per_claim.get(o.claim.id, []):
             b64 = base64.b64encode(f.png_bytes).decode()
-            parts.append(f"<figure><img alt='{_e(f.name)}' src='data:image/png;base64,{b64}'>"
-                         f"<figcaption class='note'>{_e(f.name)} (also {f.svg.name})</figcaption></figure>")
+            parts.append(
+                f"<figure><img alt='{_e(f.name)}' src='data:image/png;base64,{b64}'>"
+                f"<figcaption class='note'>{_e(f.name)} (also {f.svg.name})</figcaption></figure>"
+            )
         if o.claim.id in errors:
             parts.append(f"<p class='err'>{_e(errors[o.claim.id])}</p>")
         failed = [r for r in o.rows if not r.ok]
@@ -229,27 +240,48 @@ def _md(s: Any) -> str:
 
 
 def _markdown(outcomes, per_claim, errors, stamp, out: Path) -> str:
-    lines = ["# attnlab — claims report", "", f"attnlab {__version__}, written {stamp} from the results store.", ""]
+    lines = [
+        "# attnlab — claims report",
+        "",
+        f"attnlab {__version__}, written {stamp} from the results store.",
+        "",
+    ]
     for kind in KINDS:
         group = [o for o in outcomes if o.claim.kind == kind]
         if not group:
             continue
-        lines += [f"## {_KIND_TITLES[kind]}", "",
-                  "| claim | paper | statement | verdict | deciding numbers | tolerance | runtime (s) |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {_KIND_TITLES[kind]}",
+            "",
+            "| claim | paper | statement | verdict | deciding numbers | tolerance | runtime (s) |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for o in group:
             v = o.verdict
-            lines.append(f"| `{o.claim.id}` | {o.claim.paper} | {_md(o.claim.statement)} | **{v.status}** | "
-                         f"{_md(format_numbers(dict(v.numbers)))} | {_md(v.tolerance)} | {o.runtime_s:.1f} |")
+            lines.append(
+                f"| `{o.claim.id}` | {o.claim.paper} | {_md(o.claim.statement)} | **{v.status}** | "
+                f"{_md(format_numbers(dict(v.numbers)))} | {_md(v.tolerance)} | {o.runtime_s:.1f} |"
+            )
         lines.append("")
     for o in outcomes:
         v = o.verdict
-        lines += [f"### `{o.claim.id}` — {v.status}", "",
-                  f"Paper {_PAPERS.get(o.claim.paper, o.claim.paper)}; kind {o.claim.kind}; profile {o.profile}; "
-                  f"{len(o.rows)} points.", "", o.claim.statement, ""]
+        lines += [
+            f"### `{o.claim.id}` — {v.status}",
+            "",
+            f"Paper {_PAPERS.get(o.claim.paper, o.claim.paper)}; kind {o.claim.kind}; profile {o.profile}; "
+            f"{len(o.rows)} points.",
+            "",
+            o.claim.statement,
+            "",
+        ]
         if v.note:
             lines += [f"*Why:* {v.note}", ""]
-        lines += [f"*Tolerance:* {v.tolerance}", "", f"*Deciding numbers:* {format_numbers(dict(v.numbers), 50)}", ""]
+        lines += [
+            f"*Tolerance:* {v.tolerance}",
+            "",
+            f"*Deciding numbers:* {format_numbers(dict(v.numbers), 50)}",
+            "",
+        ]
         for f in per_claim.get(o.claim.id, []):
             lines += [f"![{f.name}]({f.png.relative_to(out).as_posix()})", ""]
         if o.claim.id in errors:

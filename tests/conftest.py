@@ -1,0 +1,34 @@
+"""Shared fixtures: the engine's test claims and a helper to run the CLI in a subprocess."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTCLAIMS_DIR = Path(__file__).resolve().parent / "engine"
+
+
+def pytest_collection_modifyitems(config, items):
+    try:
+        import torch
+
+        has_gpu = torch.cuda.is_available()
+    except Exception:  # pragma: no cover
+        has_gpu = False
+    for item in items:
+        if "gpu" in item.keywords and not has_gpu:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
+
+
+@pytest.fixture
+def testclaims(monkeypatch):
+    """Register the engine's test claims in this process (and in spawned workers)."""
+    monkeypatch.syspath_prepend(str(TESTCLAIMS_DIR))
+    monkeypatch.setenv("ATTNLAB_EXTRA_CLAIMS", "attnlab_testclaims")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTCLAIMS_DIR), os.environ.get("PYTHONPATH", "")]))
+    import attnlab_testclaims
+
+    return attnlab_testclaims
