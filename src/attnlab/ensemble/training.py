@@ -1,0 +1,155 @@
+"""Training the heads' projections on a leave-one-out or held-out objective (THEORY.md A4).
+
+In-sample fit is the wrong objective for NW heads: each training point's own kernel weight
+lets a head interpolate (a kernel that sees only the point itself has zero training error).
+``objective="loo"`` drops each point's own term (the diagonal of the score matrix);
+``objective="holdout"`` fits the NW memory on one part of the sample and the loss on the rest.
+An optional orthogonality penalty ``λ · mean_{h<h'} ‖W_hᵀW_h'‖_F² / (‖W_hᵀW_h‖_F ‖W_h'ᵀW_h'‖_F)``
+(the weight-form overlap, invariant to the projections' scale so that it does not act on the
+bandwidth) pushes the heads towards mutually orthogonal subspaces.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from attnlab.core.validation import check_choice, check_int, check_real, check_tensor
+from attnlab.ensemble.heads import KERNELS, resolve_scale
+
+__all__ = ["OBJECTIVES", "TrainedProjections", "ensemble_loss", "train_projections", "weight_overlap_penalty"]
+
+OBJECTIVES = ("loo", "holdout")
+
+
+@dataclass(frozen=True)
+class TrainedProjections:
+    """Result of :func:`train_projections`: final projections and the loss history."""
+
+    W: torch.Tensor  # (H, d, d_k)
+    loss_history: torch.Tensor  # (steps,) objective without the penalty
+    penalty_history: torch.Tensor  # (steps,) penalty value (before the factor λ)
+    objective: str
+    penalty: float
+
+
+def _soft_predictions(
+    Xq: torch.Tensor,
+    Xk: torch.Tensor,
+    yk: torch.Tensor,
+    W: torch.Tensor,
+    scale: float,
+    kernel: str,
+    loo: bool,
+) -> torch.Tensor:
+    pq = torch.einsum("md,hdk->hmk", Xq, W)  # (H, m, k)
+    pk = torch.einsum("nd,hdk->hnk", Xk, W)  # (H, N, k)
+    s = scale * pq @ pk.transpose(-1, -2)  # (H, m, N)
+    if kernel == "gaussian":
+        s = s - 0.5 * scale * pk.square().sum(-1).unsqueeze(-2)
+    if loo:
+        mask = torch.eye(Xq.shape[0], dtype=torch.bool, device=Xq.device)
+        s = s.masked_fill(mask, -math.inf)
+    return torch.softmax(s, dim=-1) @ yk  # (H, m)
+
+
+def weight_overlap_penalty(W: torch.Tensor) -> torch.Tensor:
+    """``mean_{h<h'} ‖W_hᵀW_h'‖_F² / (‖W_hᵀW_h‖_F ‖W_h'ᵀW_h'‖_F)`` (differentiable; 0 for H = 1)."""
+    H = W.shape[0]
+    if H < 2:
+        return W.new_zeros(())
+    G = torch.einsum("hdi,gdj->hgij", W, W).square().sum(dim=(-1, -2))  # (H, H)
+    n = torch.sqrt(torch.diagonal(G))  # (H,)
+    ov = G / (n.unsqueeze(0) * n.unsqueeze(1))
+    iu = torch.triu_indices(H, H, 1, device=W.device)
+    return ov[iu[0], iu[1]].mean()
+
+
+def ensemble_loss(
+    W: torch.Tensor,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    alpha: torch.Tensor,
+    objective: str = "loo",
+    scale: float | None = None,
+    kernel: str = "gaussian",
+    holdout_fraction: float = 0.5,
+) -> torch.Tensor:
+    """Mean squared error of the weighted ensemble on the LOO or held-out objective (differentiable)."""
+    check_choice("objective", objective, OBJECTIVES)
+    sc = resolve_scale(scale, W.shape[-1])
+    if objective == "loo":
+        P = _soft_predictions(X, X, y, W, sc, kernel, loo=True)  # (H, N)
+        return ((alpha @ P) - y).square().mean()
+    n_fit = max(1, int(round(X.shape[0] * (1 - holdout_fraction))))
+    P = _soft_predictions(X[n_fit:], X[:n_fit], y[:n_fit], W, sc, kernel, loo=False)  # (H, N - n_fit)
+    return ((alpha @ P) - y[n_fit:]).square().mean()
+
+
+def train_projections(
+    W0: torch.Tensor,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    alpha: torch.Tensor | None = None,
+    penalty: float = 0.0,
+    objective: str = "loo",
+    steps: int = 200,
+    lr: float = 0.05,
+    scale: float | None = None,
+    kernel: str = "gaussian",
+) -> TrainedProjections:
+    """Train the projections by full-batch Adam on the LOO/held-out MSE plus an orthogonality penalty.
+
+    Parameters
+    ----------
+    W0 : Tensor, shape (H, d, d_k)
+        Initial projections (e.g. a random layout).
+    X : Tensor, shape (N, d)
+    y : Tensor, shape (N,)
+    alpha : Tensor, shape (H,), optional
+        Fixed head weights (default uniform).
+    penalty : float
+        Coefficient ``λ >= 0`` of :func:`weight_overlap_penalty`.
+    objective : {"loo", "holdout"}
+    steps : int
+    lr : float
+    scale : float, optional
+        Inverse temperature (default ``1/√d_k``); the projections' norms are trained, so the
+        effective bandwidth is learned too.
+    kernel : {"dot", "gaussian"}
+
+    Returns
+    -------
+    TrainedProjections
+    """
+    check_tensor("W0", W0, ndim=3)
+    check_tensor("X", X, ndim=2)
+    check_tensor("y", y, shape=(X.shape[0],))
+    check_real("penalty", penalty, min=0.0)
+    check_choice("objective", objective, OBJECTIVES)
+    check_choice("kernel", kernel, KERNELS)
+    steps = check_int("steps", steps, min=1)
+    lr = check_real("lr", lr, min=0.0, min_open=True)
+    H = W0.shape[0]
+    if alpha is None:
+        alpha = torch.full((H,), 1.0 / H, dtype=W0.dtype, device=W0.device)
+    W = W0.detach().clone().requires_grad_(True)
+    opt = torch.optim.Adam([W], lr=lr)
+    losses, pens = [], []
+    for _ in range(steps):  # optimisation steps are sequential by nature
+        opt.zero_grad()
+        loss = ensemble_loss(W, X, y, alpha, objective, scale, kernel)
+        pen = weight_overlap_penalty(W)
+        (loss + penalty * pen).backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+        pens.append(float(pen.detach()))
+    return TrainedProjections(
+        W.detach(),
+        torch.tensor(losses, dtype=torch.float64),
+        torch.tensor(pens, dtype=torch.float64),
+        objective,
+        float(penalty),
+    )
