@@ -1,0 +1,224 @@
+"""Paper B's objects for real heads: ``M_h = scale · W_Q W_Kᵀ`` and ``V_h = (W_V W_O)ᵀ`` as a dynamics.
+
+Weights only (:func:`flow_defects`, :func:`cross_products`):
+
+- symmetry defect ``‖M − Mᵀ‖_F / (2‖M‖_F)`` in [0, 1] (0: symmetric, 1: antisymmetric);
+- value alignment ``cos(V, M) = ⟨V, M⟩_F / (‖V‖_F ‖M‖_F)`` and the defect
+  ``‖V/‖V‖ − M/‖M‖‖_F / 2 = √((1 − cos)/2)`` in [0, 1] (the gradient-flow structure needs ``V_h = M_h``
+  symmetric; the scale of ``V_h`` only rescales time, so directions are compared);
+- ``‖M_h' M_h‖_op / (‖M_h'‖_op ‖M_h‖_op)`` for every ordered pair of heads: 0 in the orthogonal regime
+  of Thm 39, at most 1.
+
+Everything is computed from ``k × k`` products of the factors, never forming ``d × d`` matrices:
+``‖M‖² = s² tr(AᵀA BᵀB)``, ``tr(MM) = s² tr((BᵀA)²)`` (``A = W_Q``, ``B = W_K``, ``s`` the scale),
+``⟨V, M⟩ = s tr((BᵀW_V)(W_O A))``, ``‖V‖² = tr(W_VᵀW_V W_O W_Oᵀ)``, and
+``M_h' M_h = s² A' (B'ᵀA) Bᵀ`` whose operator norm is that of ``R_{A'} (B'ᵀA) R_Bᵀ``.
+
+On hidden states (:func:`radial_dominance`): the three forms of radial dominance of THEORY.md B3,
+softmax kind, β = 1 (the scale inside ``M_h``), tokens normalised to the unit sphere. Biases are not
+part of ``M_h, V_h`` and are left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from attnlab.core.validation import check_tensor
+from attnlab.diagnose.spectra import qk_triangular_factors
+
+__all__ = ["FlowDefects", "RadialDominance", "cross_products", "flow_defects", "radial_dominance"]
+
+_DT = torch.float64
+
+
+def _tr(x: torch.Tensor) -> torch.Tensor:
+    return x.diagonal(dim1=-2, dim2=-1).sum(-1)
+
+
+@dataclass(frozen=True)
+class FlowDefects:
+    """Per-head distances from the gradient-flow structure (shapes: the leading dims of the input).
+
+    Attributes
+    ----------
+    sym_defect : Tensor
+        ``‖M − Mᵀ‖_F / (2‖M‖_F)``.
+    value_cos : Tensor
+        ``cos(V, M)`` in the Frobenius inner product.
+    value_defect : Tensor
+        ``‖V/‖V‖ − M/‖M‖‖_F / 2``.
+    M_fro, V_fro : Tensor
+        Frobenius norms of ``M_h`` and ``V_h``.
+    """
+
+    sym_defect: torch.Tensor
+    value_cos: torch.Tensor
+    value_defect: torch.Tensor
+    M_fro: torch.Tensor
+    V_fro: torch.Tensor
+
+
+def flow_defects(
+    W_Q: torch.Tensor,
+    W_K: torch.Tensor,
+    W_V: torch.Tensor,
+    W_O: torch.Tensor,
+    scale: torch.Tensor | float = 1.0,
+) -> FlowDefects:
+    """Symmetry and value-alignment defects of ``M_h = scale·W_Q W_Kᵀ``, ``V_h = (W_V W_O)ᵀ``.
+
+    Parameters
+    ----------
+    W_Q, W_K, W_V : Tensor ``(..., d, k)``
+    W_O : Tensor ``(..., k, d)``
+    scale : float or Tensor broadcastable to the leading dims
+    """
+    check_tensor("W_Q", W_Q)
+    shape = tuple(W_Q.shape)
+    check_tensor("W_K", W_K, shape=shape)
+    check_tensor("W_V", W_V, shape=shape)
+    check_tensor("W_O", W_O, shape=(*shape[:-2], shape[-1], shape[-2]))
+    A, B, Wv, Wo = (t.to(_DT) for t in (W_Q, W_K, W_V, W_O))
+    s = torch.as_tensor(scale, dtype=_DT)
+    At = A.transpose(-1, -2)
+    Bt = B.transpose(-1, -2)
+    m2 = s**2 * _tr((At @ A) @ (Bt @ B))  # ‖M‖_F²
+    BtA = Bt @ A  # (..., k, k)
+    trMM = s**2 * _tr(BtA @ BtA)
+    asym2 = (2 * m2 - 2 * trMM).clamp_min(0.0)  # ‖M − Mᵀ‖_F²
+    vm = s * _tr((Bt @ Wv) @ (Wo @ A))  # ⟨V, M⟩_F
+    v2 = _tr((Wv.transpose(-1, -2) @ Wv) @ (Wo @ Wo.transpose(-1, -2)))  # ‖V‖_F²
+    m_f, v_f = m2.sqrt(), v2.sqrt()
+    cos = (vm / (m_f * v_f)).clamp(-1.0, 1.0)
+    return FlowDefects(
+        sym_defect=asym2.sqrt() / (2 * m_f),
+        value_cos=cos,
+        value_defect=((1 - cos) / 2).clamp_min(0.0).sqrt(),
+        M_fro=m_f,
+        V_fro=v_f,
+    )
+
+
+def cross_products(W_Q: torch.Tensor, W_K: torch.Tensor) -> torch.Tensor:
+    """``‖M_g M_h‖_op / (‖M_g‖_op ‖M_h‖_op)`` for every ordered pair ``(g, h)`` of heads.
+
+    Parameters
+    ----------
+    W_Q, W_K : Tensor ``(..., H, d, k)``
+
+    Returns
+    -------
+    Tensor ``(..., H, H)``: entry ``[g, h]`` for the product ``M_g M_h``; the diagonal is
+    ``‖M_h²‖_op / ‖M_h‖_op²``. The score scale cancels.
+    """
+    check_tensor("W_Q", W_Q)
+    if W_Q.ndim < 3:
+        raise ValueError(f"W_Q: expected a (..., H, d, k) tensor, got shape {tuple(W_Q.shape)}")
+    check_tensor("W_K", W_K, shape=tuple(W_Q.shape))
+    A, B = W_Q.to(_DT), W_K.to(_DT)
+    Ra, Rb = qk_triangular_factors(A, B)  # (..., H, k, k)
+    op = torch.linalg.matrix_norm(Ra @ Rb.transpose(-1, -2), ord=2)  # (..., H)  ‖M_h‖_op / s
+    C = torch.einsum("...gdk,...hdl->...ghkl", B, A)  # (..., H, H, k, k)  B_gᵀ A_h
+    prod = Ra.unsqueeze(-3) @ C @ Rb.unsqueeze(-4).transpose(-1, -2)  # (..., H, H, k, k)  R_{A_g} C R_{B_h}ᵀ
+    num = torch.linalg.matrix_norm(prod, ord=2)  # (..., H, H)
+    return num / (op.unsqueeze(-1) * op.unsqueeze(-2))
+
+
+@dataclass(frozen=True)
+class RadialDominance:
+    """The three forms of radial dominance (THEORY.md B3) at one token configuration.
+
+    Shapes ``(..., H)`` (per head) or ``(..., H, n)`` (per token).
+
+    Attributes
+    ----------
+    form1 : Tensor of bool ``(..., H)``
+        exact form: ``Σ_i ‖P⊥f_i^h‖² ≥ Σ_i Σ_{h'≠h} a_i^h a_i^h'``.
+    form2 : Tensor of bool ``(..., H)``
+        pointwise: ``‖P⊥f_i^h‖² ≥ Σ_{h'≠h} |a_i^h a_i^h'|`` at every token.
+    form3 : Tensor of bool ``(..., H)``
+        Condition 8: ``‖P⊥f_i^h‖² ≥ ‖f_i^h‖ Σ_{h'≠h} |a_i^h'|`` at every token.
+    form2_tokens, form3_tokens : Tensor ``(..., H)``
+        fraction of tokens at which the pointwise inequality holds.
+    perp_sq : Tensor ``(..., H, n)``
+        ``‖P⊥f_i^h‖²``.
+    radial : Tensor ``(..., H, n)``
+        ``a_i^h = ⟨f_i^h, x_i⟩``.
+    """
+
+    form1: torch.Tensor
+    form2: torch.Tensor
+    form3: torch.Tensor
+    form2_tokens: torch.Tensor
+    form3_tokens: torch.Tensor
+    perp_sq: torch.Tensor
+    radial: torch.Tensor
+
+
+def radial_dominance(
+    x: torch.Tensor,
+    W_Q: torch.Tensor,
+    W_K: torch.Tensor,
+    W_V: torch.Tensor,
+    W_O: torch.Tensor,
+    scale: torch.Tensor | float,
+    *,
+    beta: float = 1.0,
+    causal: bool = False,
+) -> RadialDominance:
+    """Radial dominance of each head's softmax field at tokens ``x`` (normalised to the sphere here).
+
+    ``f_i^h = Σ_j softmax_j(β ⟨x_i, M_h x_j⟩) V_h x_j`` with ``M_h = scale·W_Q W_Kᵀ``,
+    ``V_h = (W_V W_O)ᵀ``; in rows ``F^h = softmax(β·scale·(X W_Q)(X W_K)ᵀ) X W_V W_O``.
+
+    Parameters
+    ----------
+    x : Tensor ``(..., n, d)``
+        token representations (one configuration per leading index, e.g. one per layer).
+    W_Q, W_K, W_V : Tensor ``(..., H, d, k)``
+    W_O : Tensor ``(..., H, k, d)``
+    scale : float or Tensor broadcastable to the leading dims
+    beta : float
+        inverse temperature (1 for the model's own dynamics).
+    causal : bool
+        restrict token i to j ≤ i (decoder models), as the model does.
+    """
+    check_tensor("x", x)
+    if x.ndim < 2:
+        raise ValueError(f"x: expected a (..., n, d) tensor, got shape {tuple(x.shape)}")
+    check_tensor("W_Q", W_Q)
+    if W_Q.shape[-2] != x.shape[-1]:
+        raise ValueError(f"W_Q: expected d = {x.shape[-1]} rows per head, got shape {tuple(W_Q.shape)}")
+    X = x.to(_DT)
+    X = X / X.norm(dim=-1, keepdim=True).clamp_min(torch.finfo(_DT).tiny)  # (..., n, d) on the sphere
+    Xh = X.unsqueeze(-3)  # (..., 1, n, d)
+    q = Xh @ W_Q.to(_DT)  # (..., H, n, k)
+    kk = Xh @ W_K.to(_DT)  # (..., H, n, k)
+    v = Xh @ W_V.to(_DT)  # (..., H, n, k)
+    s = torch.as_tensor(scale, dtype=_DT)[..., None, None, None]
+    scores = beta * s * q @ kk.transpose(-1, -2)  # (..., H, n, n)
+    if causal:
+        n = x.shape[-2]
+        scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    f = torch.softmax(scores, dim=-1) @ v @ W_O.to(_DT)  # (..., H, n, d)
+    a = (f * Xh).sum(-1)  # (..., H, n)  a_i^h
+    perp_sq = (f.square().sum(-1) - a.square()).clamp_min(0.0)  # (..., H, n)  ‖P⊥f‖² = ‖f‖² − a²
+    fnorm = f.norm(dim=-1)  # (..., H, n)
+    a_sum = a.sum(-2, keepdim=True)  # (..., 1, n)
+    abs_sum = a.abs().sum(-2, keepdim=True)  # (..., 1, n)
+    others = a_sum - a  # Σ_{h'≠h} a^h'
+    others_abs = abs_sum - a.abs()  # Σ_{h'≠h} |a^h'|
+    form1 = perp_sq.sum(-1) >= (a * others).sum(-1)
+    ok2 = perp_sq >= a.abs() * others_abs
+    ok3 = perp_sq >= fnorm * others_abs
+    return RadialDominance(
+        form1=form1,
+        form2=ok2.all(-1),
+        form3=ok3.all(-1),
+        form2_tokens=ok2.to(_DT).mean(-1),
+        form3_tokens=ok3.to(_DT).mean(-1),
+        perp_sq=perp_sq,
+        radial=a,
+    )

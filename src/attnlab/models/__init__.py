@@ -1,0 +1,142 @@
+"""Checkpoints -> :class:`~attnlab.core.heads.HeadWeights`, offline, one converter per family.
+
+Families: BERT/MiniLM/RoBERTa (``bert``), ALBERT (``albert``, shared layers), GPT-2 (``gpt2``, fused
+Conv1D), Llama-style (``llama``: Llama, Mistral, Qwen2; grouped K/V expanded to the query heads).
+
+>>> heads = load("minilm")                  # the bundled all-MiniLM-L6-v2, no network  # doctest: +SKIP
+>>> heads.n_layers, heads.n_heads, heads.d_head                                       # doctest: +SKIP
+(6, 12, 32)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from attnlab.core.heads import HeadWeights
+from attnlab.models import albert, bert, gpt2, llama
+from attnlab.models.checkpoint import bundled_model_path, offline, read_config, read_folder, resolve_folder
+
+__all__ = [
+    "FAMILIES",
+    "bundled_model_path",
+    "family_of",
+    "from_state_dict",
+    "from_transformers",
+    "load",
+    "offline",
+    "resolve_source",
+]
+
+#: family name -> converter module (``MODEL_TYPES``, ``convert``, ``ATTENTION_INPUT``, ``ATTENTION_OUTPUT``)
+FAMILIES: dict[str, ModuleType] = {"bert": bert, "albert": albert, "gpt2": gpt2, "llama": llama}
+BUNDLED_NAME = "all-MiniLM-L6-v2"
+
+
+def family_of(config: Mapping[str, Any]) -> str:
+    """The converter family of a config (by its ``model_type``); one clear error when unsupported."""
+    mt = config.get("model_type")
+    for name, mod in FAMILIES.items():
+        if mt in mod.MODEL_TYPES:
+            return name
+    known = ", ".join(t for m in FAMILIES.values() for t in m.MODEL_TYPES)
+    raise ValueError(f"model_type: expected a supported architecture ({known}), got {mt!r}")
+
+
+def from_state_dict(
+    state: Mapping[str, torch.Tensor],
+    config: Mapping[str, Any] | Any,
+    *,
+    dtype: torch.dtype = torch.float32,
+    name: str = "",
+) -> HeadWeights:
+    """Convert a state dict with its model config (a dict or a ``transformers`` config object).
+
+    Parameters
+    ----------
+    state : mapping of str to Tensor
+        the checkpoint's tensors (prefixes such as ``bert.`` or ``model.`` are found automatically).
+    config : mapping or transformers.PretrainedConfig
+        the model config; it names the architecture (``model_type``) and the head counts.
+    dtype : torch.dtype
+        dtype of the returned weights (float32 by default).
+    name : str
+        a label for tables.
+    """
+    if not isinstance(state, Mapping):
+        raise ValueError(f"state: expected a mapping of names to tensors, got {type(state).__name__}")
+    if hasattr(config, "to_dict"):
+        config = config.to_dict()
+    if not isinstance(config, Mapping):
+        raise ValueError(f"config: expected a dict or a transformers config, got {type(config).__name__}")
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype: expected torch.float32 or torch.float64, got {dtype}")
+    fam = family_of(config)
+    heads = FAMILIES[fam].convert(state, config, dtype)
+    return dataclasses.replace(
+        heads, name=name or str(config.get("_name_or_path") or config.get("model_type"))
+    )
+
+
+def from_transformers(model: Any, *, dtype: torch.dtype = torch.float32, name: str = "") -> HeadWeights:
+    """Convert an in-memory ``transformers`` model (its ``state_dict`` and ``config``)."""
+    if not (hasattr(model, "state_dict") and hasattr(model, "config")):
+        raise ValueError(f"model: expected a transformers model, got {type(model).__name__}")
+    return from_state_dict(model.state_dict(), model.config, dtype=dtype, name=name)
+
+
+def resolve_source(source: str | os.PathLike) -> tuple[Path, str]:
+    """The checkpoint folder and a display name for ``"minilm"`` or a path."""
+    if isinstance(source, str) and source.lower() in ("minilm", "all-minilm-l6-v2", BUNDLED_NAME.lower()):
+        return bundled_model_path(), BUNDLED_NAME
+    folder = resolve_folder(source)
+    return folder, Path(source).name or str(source)
+
+
+def load(
+    source: str | os.PathLike | Mapping[str, torch.Tensor] | Any = "minilm",
+    *,
+    config: Mapping[str, Any] | Any | None = None,
+    dtype: torch.dtype = torch.float32,
+    name: str = "",
+) -> HeadWeights:
+    """Load a model's attention heads, never touching the network.
+
+    Parameters
+    ----------
+    source : "minilm", path, transformers model or state dict
+        ``"minilm"`` (default) is the bundled all-MiniLM-L6-v2; a path is a local Hugging Face folder
+        (or a weights file inside one); a state dict needs ``config``.
+    config : mapping or transformers config, optional
+        required with a state dict, ignored otherwise.
+    dtype : torch.dtype
+        float32 (default) or float64.
+    name : str
+        label for tables (default: derived from the source).
+
+    Returns
+    -------
+    HeadWeights
+    """
+    with offline():
+        if isinstance(source, (str, os.PathLike)):
+            folder, default_name = resolve_source(source)
+            family_of(read_config(folder))  # an unknown architecture fails before any weight is read
+            cfg, state = read_folder(folder if not Path(source).is_file() else source)
+            return from_state_dict(state, cfg, dtype=dtype, name=name or default_name)
+        if isinstance(source, Mapping):
+            if config is None:
+                raise ValueError("config: expected the model config with a state dict, got None")
+            return from_state_dict(source, config, dtype=dtype, name=name)
+        if hasattr(source, "state_dict") and hasattr(source, "config"):
+            return from_transformers(source, dtype=dtype, name=name)
+    raise ValueError(
+        f"source: expected 'minilm', a checkpoint path, a transformers model or a state dict, "
+        f"got {type(source).__name__}"
+    )

@@ -1,0 +1,102 @@
+"""``attnlab inspect``: JSON against independent numbers, CSV, figures, one-line errors with status 2."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from attnlab.cli.main import main
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    with threadpool_limits(1):
+        yield
+    torch.set_num_threads(before)
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_json_matches_independent_numbers(capsys) -> None:
+    from safetensors.numpy import load_file
+
+    from attnlab.models import bundled_model_path
+
+    rc, out, _ = _run(capsys, "inspect", "--json", "--no-text")
+    assert rc == 0
+    data = json.loads(out)  # exactly one strict-JSON object
+    assert (data["model"], data["n_layers"], data["n_heads"], data["d_model"], data["d_head"]) == (
+        "all-MiniLM-L6-v2",
+        6,
+        12,
+        384,
+        32,
+    )
+    for key in ("layer", "hdi_k", "hdi_q", "hdi_v", "hdi_null", "hdi_k_z", "mean_angle_k_deg", "qk_rank90"):
+        assert all(key in row for row in data["layers"])
+    sd = load_file(str(bundled_model_path() / "model.safetensors"))
+    layer = 2
+    Wq = sd[f"encoder.layer.{layer}.attention.self.query.weight"].astype(np.float64)  # (H*k, d)
+    Wk = sd[f"encoder.layer.{layer}.attention.self.key.weight"].astype(np.float64)
+    Us = [np.linalg.svd(Wq[h * 32 : (h + 1) * 32].T, full_matrices=False)[0] for h in range(12)]
+    s = [np.linalg.norm(Us[a].T @ Us[b]) ** 2 / 32 for a in range(12) for b in range(a + 1, 12)]
+    # float64 on the same float32 weights: agreement to ~1e-13
+    assert abs(data["layers"][layer]["hdi_q"] - (1 - np.mean(s))) < 1e-9
+    ranks = []
+    for h in range(12):  # rank holding 90% of the energy of W_Q W_Kᵀ/√32, dense SVD per head
+        M = Wq[h * 32 : (h + 1) * 32].T @ Wk[h * 32 : (h + 1) * 32] / np.sqrt(32)  # (d, d)
+        e = np.linalg.svd(M, compute_uv=False) ** 2
+        ranks.append(int(np.searchsorted(np.cumsum(e) / e.sum(), 0.9) + 1))
+    assert abs(data["layers"][layer]["qk_rank90"] - np.mean(ranks)) < 1e-12
+
+
+@pytest.mark.slow
+def test_text_csv_figures(capsys, tmp_path) -> None:
+    out_csv = tmp_path / "heads.csv"
+    figs = tmp_path / "figs"
+    rc, out, _ = _run(capsys, "inspect", "minilm", "--json", "--csv", str(out_csv), "--figures", str(figs))
+    assert rc == 0
+    data = json.loads(out)
+    assert data["token_level"] is True
+    assert all(0.0 <= r["entropy_ratio"] <= 1.0 for r in data["layers"])
+    with out_csv.open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 72 and {"layer", "head", "overlap_k", "qk_rank90", "radial_form3"} <= set(rows[0])
+    names = {p.name for p in figs.iterdir()}
+    assert {"overlap_k.png", "angles_k.svg", "qk_spectra.png", "hdi_layers.png"} <= names
+
+
+def test_table_output(capsys) -> None:
+    rc, out, _ = _run(capsys, "inspect", "--no-text")
+    assert rc == 0 and "HDI K" in out and "all-MiniLM-L6-v2" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["inspect", "/nonexistent/folder"], "path: expected an existing checkpoint"),
+        (["inspect", "--dtype", "float16", "--no-text"], "--dtype: expected float32 or float64"),
+    ],
+)
+def test_bad_input_one_line_status_2(capsys, argv, message) -> None:
+    rc, out, err = _run(capsys, *argv)
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and message in err
+
+
+def test_unknown_architecture(capsys, tmp_path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "t5"}))
+    rc, _, err = _run(capsys, "inspect", str(tmp_path))
+    assert rc == 2 and err.count("\n") == 1 and "got 't5'" in err
