@@ -83,7 +83,8 @@ class Grid:
     def expand(self, overrides: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """The list of parameter dicts, in a stable order, after applying ``overrides``.
 
-        An override replaces an axis or a fixed value; a list value becomes an axis.
+        An override replaces an axis or a fixed value; a list value becomes an axis, except for a
+        fixed parameter whose value is itself a list, which the list replaces.
         ``rep`` may be overridden to an int (number of seed replicates).
         """
         overrides = dict(overrides or {})
@@ -95,9 +96,12 @@ class Grid:
         for k, v in overrides.items():
             if k not in axes and k not in fixed:
                 continue  # belongs to an extra grid, or checked by the caller
+            list_valued = k in fixed and isinstance(fixed[k], (list, tuple))
             axes.pop(k, None)
             fixed.pop(k, None)
-            if isinstance(v, list):
+            if list_valued:  # a parameter whose one value is a list: the list replaces it
+                fixed[k] = v if isinstance(v, list) else [v]
+            elif isinstance(v, list):
                 axes[k] = v
             else:
                 fixed[k] = v

@@ -170,11 +170,9 @@ class ClaimOutcome:
         }
 
 
-def claim_outcome(
-    store: Store, claim: Claim, point_ids: Sequence[str], profile: str, with_arrays: bool = False
-) -> ClaimOutcome:
-    """Collect stored rows of ``point_ids`` and apply the claim's verdict."""
-    rows = store.rows(point_ids, with_arrays=with_arrays)
+def claim_outcome(store: Store, claim: Claim, point_ids: Sequence[str], profile: str) -> ClaimOutcome:
+    """Collect stored rows of ``point_ids`` (with their arrays) and apply the claim's verdict."""
+    rows = store.rows(point_ids, with_arrays=True)
     missing = len(point_ids) - len(rows)
     if not rows:
         v = Verdict("inconclusive", {"points": 0}, "-", "no stored rows for this run")

@@ -61,10 +61,11 @@ class Report:
     figure_errors: dict[str, str] = field(default_factory=dict)
 
 
-def collect_outcomes(
-    out: str | Path, claims: Sequence[Claim] | None = None, with_arrays: bool = False
-) -> list[ClaimOutcome]:
-    """Verdicts of every claim with a stored run in ``<out>/attnlab.sqlite`` (registered claims only)."""
+def collect_outcomes(out: str | Path, claims: Sequence[Claim] | None = None) -> list[ClaimOutcome]:
+    """Verdicts of every claim with a stored run in ``<out>/attnlab.sqlite`` (registered claims only).
+
+    Verdicts always see the same rows (with their arrays), whichever command asks.
+    """
     path = Path(out) / DB_NAME
     if not path.exists():
         return []
@@ -73,7 +74,7 @@ def collect_outcomes(
     order = {c.id: i for i, c in enumerate(claims)}
     with Store(path) as store:
         runs = [r for r in store.latest_runs() if r.claim_id in by_id]
-        outs = [claim_outcome(store, by_id[r.claim_id], r.point_ids, r.profile, with_arrays) for r in runs]
+        outs = [claim_outcome(store, by_id[r.claim_id], r.point_ids, r.profile) for r in runs]
     return sorted(outs, key=lambda o: order[o.claim.id])
 
 
@@ -128,7 +129,7 @@ def build_report(out: str | Path, claims: Sequence[Claim] | None = None) -> Repo
         raise ValueError(f"--out: expected a folder holding {DB_NAME}, got {str(out)!r} (nothing stored yet)")
     fig_dir = out / "figures"
     fig_dir.mkdir(parents=True, exist_ok=True)
-    outcomes = collect_outcomes(out, claims, with_arrays=True)
+    outcomes = collect_outcomes(out, claims)
     rep = Report(out / "report.html", out / "report.md", outcomes)
     per_claim: dict[str, list[FigureFile]] = {}
     for o in outcomes:
