@@ -115,3 +115,11 @@ def test_parse_override(text, expected):
 def test_parse_override_rejects_missing_equals():
     with pytest.raises(ValueError, match="--set: expected key=value, got 'oops'"):
         parse_override("oops")
+
+
+def test_override_of_a_list_valued_parameter_replaces_the_list():
+    g = Grid({"a": [1, 2]}, fixed={"betas": [0.5, 1.0]})
+    pts = g.expand({"betas": [2.0, 4.0, 8.0]})
+    assert len(pts) == 2 and all(p["betas"] == [2.0, 4.0, 8.0] for p in pts)
+    assert all(p["betas"] == [3.0] for p in g.expand({"betas": 3.0}))
+    assert [p["a"] for p in g.expand({"a": [5, 6, 7]})] == [5, 6, 7]  # an axis stays an axis
