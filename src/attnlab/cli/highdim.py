@@ -1,0 +1,190 @@
+"""``attnlab highdim``: paper C (single-head tied attention in high dimensions).
+
+``--noise`` is the label-noise variance Δ; ``--lam`` is λ̃, the nuclear-norm coefficient of THEORY.md C2
+(the weight decay on W is λ = λ̃/√κ).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from attnlab.cli.common import JsonOpt, emit_json, err_console, out_console
+
+app = typer.Typer(help="Paper C: single-head tied attention in high dimensions.", no_args_is_help=True)
+
+K0 = typer.Option(0.5, "--kappa0", help="Target rank ratio κ0 = p0/d.")
+NOISE = typer.Option(0.5, "--noise", help="Label-noise variance Δ.")
+TOK = typer.Option(2, "--tokens", help="Sequence length T.")
+LAM = typer.Option(0.01, "--lam", help="λ̃: nuclear-norm coefficient (weight decay λ = λ̃/√κ).")
+BETA = typer.Option(1.0, "--beta", help="Student inverse temperature β.")
+BETA0 = typer.Option(1.0, "--beta0", help="Target inverse temperature β0.")
+
+
+def _show(title: str, out: dict) -> None:
+    t = Table(title=title)
+    t.add_column("quantity")
+    t.add_column("value", justify="right")
+    for k, v in out.items():
+        t.add_row(k, f"{v:.6g}" if isinstance(v, float) else str(v))
+    out_console.print(t)
+
+
+@app.command()
+def se(
+    kappa0: float = K0,
+    noise: float = NOISE,
+    tokens: int = TOK,
+    lam: float = LAM,
+    alpha: float = typer.Option(..., "--alpha", help="Sample ratio α = n/d²."),
+    beta: float = BETA,
+    beta0: float = BETA0,
+    nodes: int = typer.Option(4096, "--nodes", help="Quasi-random nodes of the output expectation."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Solve the state evolution (THEORY.md C3) at one α: order parameters and observables."""
+    from attnlab.highdim import Setting, state_evolution
+
+    s = Setting(kappa0=kappa0, noise=noise, tokens=tokens, lam=lam, beta=beta, beta0=beta0)
+    fp = state_evolution(s, alpha, nodes=nodes)
+    out = {
+        "test_error": fp.test_error,
+        "train_loss": fp.train_loss,
+        "q": fp.q,
+        "m": fp.m,
+        "sigma": fp.sigma,
+        "q_hat": fp.q_hat,
+        "m_hat": fp.m_hat,
+        "sigma_hat": fp.sigma_hat,
+        "rank_fraction": fp.rank_fraction,
+        "s_error": fp.s_error,
+        "iterations": fp.iterations,
+        "converged": fp.converged,
+        "alpha": alpha,
+        "lam_tilde": lam,
+    }
+    if json_out:
+        emit_json(out)
+    else:
+        _show("state evolution", out)
+
+
+@app.command()
+def thresholds(
+    kappa0: float = K0,
+    noise: float = NOISE,
+    tokens: int = TOK,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Interpolation threshold at Δ and perfect-recovery thresholds (always at Δ = 0)."""
+    from attnlab.highdim import thresholds as th
+
+    out = th(kappa0, noise, tokens).to_dict()
+    if noise == 0:
+        out["note"] = "alpha_interp needs Δ > 0 (it tends to (1 + 2κ0 − κ0²)/4 / ((T²+T−2)/2) as Δ → 0+)"
+    if json_out:
+        emit_json(out)
+    else:
+        _show("thresholds", out)
+
+
+@app.command()
+def train(
+    d: int = typer.Option(100, "--d", help="Token dimension d."),
+    alpha: float = typer.Option(0.5, "--alpha", help="α = n/d² (n = round(α d²) training sequences)."),
+    kappa0: float = K0,
+    noise: float = NOISE,
+    tokens: int = TOK,
+    lam: float = LAM,
+    task: str = typer.Option("seq2lab", "--task", help="seq2lab | seq2seq."),
+    kappa: float = typer.Option(1.0, "--kappa", help="Student width κ = p/d."),
+    unfactorised: bool = typer.Option(False, "--unfactorised", help="Train S directly (Frobenius penalty)."),
+    max_steps: int = typer.Option(3000, "--max-steps", help="Adam step cap."),
+    seed: int = typer.Option(0, "--seed", help="Seed of data and initialisation."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Train the student by full-batch Adam (lr 0.1, float64 loss, relative tolerance)."""
+    from rich.progress import Progress
+
+    from attnlab.highdim import TrainConfig, simulate
+
+    cfg = TrainConfig(max_steps=max_steps)
+    with Progress(console=err_console, transient=True, disable=json_out) as bar:
+        task_id = bar.add_task("Adam", total=max_steps)
+
+        def cb(step: int, loss: float) -> None:
+            bar.update(task_id, completed=step, description=f"Adam loss/d²={loss:.5f}")
+
+        r = simulate(
+            d,
+            alpha,
+            kappa0=kappa0,
+            noise=noise,
+            tokens=tokens,
+            lam=lam,
+            kappa=kappa,
+            task=task,
+            factorised=not unfactorised,
+            seed=seed,
+            config=cfg,
+            progress=cb,
+        )
+    out = r.to_dict() | {"d": d, "alpha": alpha, "lam_tilde": lam}
+    if json_out:
+        emit_json(out)
+    else:
+        _show("Adam", out)
+
+
+@app.command()
+def spectrum(
+    d: int = typer.Option(200, "--d", help="Token dimension d."),
+    alpha: float = typer.Option(0.5, "--alpha", help="α = n/d²."),
+    kappa0: float = K0,
+    noise: float = NOISE,
+    tokens: int = TOK,
+    lam: float = LAM,
+    seed: int = typer.Option(0, "--seed", help="Seed."),
+    out: Path = typer.Option(Path("highdim_spectrum.png"), "--out", help="Figure path (PNG; an SVG beside)."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Predicted spectrum of the learned S (THEORY.md C4) against Adam's, written as a figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from attnlab.highdim import Setting, predicted_spectrum, simulate, state_evolution
+
+    s = Setting(kappa0=kappa0, noise=noise, tokens=tokens, lam=lam)
+    fp = state_evolution(s, alpha)
+    ps = predicted_spectrum(s, fp)
+    r = simulate(d, alpha, kappa0=kappa0, noise=noise, tokens=tokens, lam=lam, seed=seed)
+    ev = r.eigenvalues
+    nz = ev[ev > 1e-3]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.hist(nz, bins=40, density=True, alpha=0.5, label=f"Adam, d={d} (non-zero part)")
+    ax.plot(ps.x, ps.density, "r-", label="theory η·ReLU(S0 + δZ − ε)")
+    ax.set_xlabel("eigenvalue of Ŝ (dimensionless)")
+    ax.set_ylabel("density of the non-zero part (per unit eigenvalue)")
+    ax.set_title(f"atom at 0: theory {ps.atom:.3f}, Adam {1 - nz.size / ev.size:.3f}")
+    ax.legend(fontsize=8)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=120)
+    fig.savefig(out.with_suffix(".svg"))
+    plt.close(fig)
+    res = {
+        "figure": str(out),
+        "atom_theory": ps.atom,
+        "atom_sim": float(1 - nz.size / ev.size),
+        "rank_fraction": ps.rank_fraction,
+        "max_eigenvalue_theory": float(np.max(ps.x)) if ps.x.size else 0.0,
+        "max_eigenvalue_sim": float(ev.max()),
+    }
+    if json_out:
+        emit_json(res)
+    else:
+        _show("spectrum", res)

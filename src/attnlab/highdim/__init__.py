@@ -1,0 +1,92 @@
+"""Paper C: single-head tied attention in high dimensions (THEORY.md C).
+
+The regularisation parameter of every public function is ``λ̃`` (``lam``), the nuclear-norm coefficient of
+THEORY.md C2 (the weight decay on ``W`` is ``λ = λ̃/√κ``: :func:`lam_from_lam_tilde`); ``noise`` is the
+label-noise variance ``Δ``; the letter δ is kept for the spectral width of C3.
+
+>>> import attnlab as al
+>>> setting = al.highdim.Setting(kappa0=0.5, noise=0.5, tokens=2, lam=0.01)
+>>> fp = al.highdim.state_evolution(setting, alpha=0.5)    # doctest: +SKIP
+"""
+
+from attnlab.highdim.data import TASKS, Dataset, attention, logits, mp_target, power_law_target, sample
+from attnlab.highdim.decomposition import ErrorDecomposition, decompose_error
+from attnlab.highdim.spectra import (
+    ConvolvedLaw,
+    DiscreteSpectrum,
+    J,
+    J_and_derivatives,
+    JValue,
+    MarchenkoPastur,
+    power_law_spectrum,
+    semicircle_convolution,
+)
+from attnlab.highdim.state_evolution import (
+    FixedPoint,
+    OutputChannel,
+    PredictedSpectrum,
+    Setting,
+    Stability,
+    flat_to_matrix,
+    lam_from_lam_tilde,
+    lam_tilde_from_lam,
+    predicted_spectrum,
+    stability,
+    state_evolution,
+    sweep,
+)
+from attnlab.highdim.thresholds import (
+    Thresholds,
+    alpha_bar,
+    interpolation_threshold,
+    perfect_recovery_bayes,
+    perfect_recovery_threshold,
+    perfect_recovery_unfactorised,
+    thresholds,
+)
+from attnlab.highdim.train import TrainConfig, TrainResult, evaluate, predict, simulate, train_erm
+
+__all__ = [
+    "TASKS",
+    "ConvolvedLaw",
+    "Dataset",
+    "DiscreteSpectrum",
+    "ErrorDecomposition",
+    "FixedPoint",
+    "J",
+    "JValue",
+    "J_and_derivatives",
+    "MarchenkoPastur",
+    "OutputChannel",
+    "PredictedSpectrum",
+    "Setting",
+    "Stability",
+    "Thresholds",
+    "TrainConfig",
+    "TrainResult",
+    "alpha_bar",
+    "attention",
+    "decompose_error",
+    "evaluate",
+    "flat_to_matrix",
+    "interpolation_threshold",
+    "lam_from_lam_tilde",
+    "lam_tilde_from_lam",
+    "logits",
+    "mp_target",
+    "perfect_recovery_bayes",
+    "perfect_recovery_threshold",
+    "perfect_recovery_unfactorised",
+    "power_law_spectrum",
+    "power_law_target",
+    "predict",
+    "predicted_spectrum",
+    "sample",
+    "semicircle_convolution",
+    "simulate",
+    "stability",
+    "state_evolution",
+    "sweep",
+    "thresholds",
+    "train_erm",
+]

@@ -1,0 +1,244 @@
+"""Empirical risk minimisation by full-batch Adam (THEORY.md C2).
+
+Factorised student ``S = WᵀW/√(pd)`` with the penalty ``λ‖W‖_F²`` written into the loss (``λ = λ̃/√κ``:
+the API takes λ̃, see :func:`attnlab.highdim.lam_from_lam_tilde`), and the unfactorised baseline: a
+symmetric ``S`` with the Frobenius penalty ``d λ_F ‖S‖_F²``.
+
+Outputs follow THEORY.md C2: ``train_loss`` = (data loss + penalty)/d²; ``test_error`` = per-sample squared
+error summed over the T² entries against noisy labels (seq2seq: ``‖y − ŷ‖²/d``), ``test_error_clean`` the same
+against noiseless labels.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from attnlab.core.validation import check_choice, check_int, check_real, check_tensor
+from attnlab.highdim.data import TASKS, Dataset, attention, sample
+from attnlab.highdim.state_evolution import lam_from_lam_tilde
+
+__all__ = ["TrainConfig", "TrainResult", "train_erm", "evaluate", "predict", "simulate"]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Adam settings. ``rtol``: stop when the relative change of the float64 loss stays below it for
+    ``patience`` consecutive steps (after ``min_steps``); ``max_steps`` caps the run."""
+
+    lr: float = 0.1  # published: 0.1
+    rtol: float = 1e-7
+    patience: int = 10
+    min_steps: int = 100
+    max_steps: int = 3000
+    rank_tol: float = 1e-3  # eigenvalues of S above this count towards the rank
+
+    def __post_init__(self) -> None:
+        check_real("lr", self.lr, min=0.0, min_open=True)
+        check_real("rtol", self.rtol, min=0.0)
+        check_int("patience", self.patience, min=1)
+        check_int("min_steps", self.min_steps, min=0)
+        check_int("max_steps", self.max_steps, min=1)
+        check_real("rank_tol", self.rank_tol, min=0.0)
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """A trained student and its errors (conventions in the module docstring; ``data_loss`` is the
+    training loss without the penalty, per d²)."""
+
+    S: torch.Tensor = field(repr=False)
+    train_loss: float
+    data_loss: float
+    test_error: float
+    test_error_clean: float
+    steps: int
+    converged: bool
+    rank: int
+    eigenvalues: np.ndarray = field(repr=False)
+
+    def to_dict(self) -> dict:
+        return {
+            "train_loss": self.train_loss,
+            "data_loss": self.data_loss,
+            "test_error": self.test_error,
+            "test_error_clean": self.test_error_clean,
+            "steps": self.steps,
+            "converged": self.converged,
+            "rank": self.rank,
+        }
+
+
+def predict(X: torch.Tensor, S: torch.Tensor, beta: float, task: str) -> torch.Tensor:
+    """Student output: ``rowsoftmax(β Z(S))`` (seq2lab) or that times ``X`` (seq2seq)."""
+    A = attention(X, S, beta)
+    return A @ X if task == "seq2seq" else A
+
+
+def _sq_err(y: torch.Tensor, yh: torch.Tensor, task: str) -> torch.Tensor:
+    e = ((y - yh) ** 2).sum((-1, -2))  # (n,)
+    return e / y.shape[-1] if task == "seq2seq" else e
+
+
+def evaluate(S: torch.Tensor, data: Dataset, beta: float = 1.0) -> tuple[float, float]:
+    """``(test_error, test_error_clean)``: mean per-sample error against noisy and clean labels."""
+    yh = predict(data.X, S, beta, data.task)
+    return (
+        float(_sq_err(data.y, yh, data.task).mean()),
+        float(_sq_err(data.y_clean, yh, data.task).mean()),
+    )
+
+
+def train_erm(
+    train: Dataset,
+    test: Dataset | None = None,
+    *,
+    lam: float,
+    kappa: float = 1.0,
+    beta: float = 1.0,
+    factorised: bool = True,
+    config: TrainConfig | None = None,
+    generator: torch.Generator | None = None,
+    progress: Callable[[int, float], None] | None = None,
+) -> TrainResult:
+    """Train the tied single-head student by full-batch Adam.
+
+    Parameters
+    ----------
+    train, test : Dataset
+        Training and test samples (``test`` None: errors are NaN).
+    lam : float
+        ``λ̃`` (factorised: nuclear-norm coefficient, weight decay ``λ = λ̃/√κ``); unfactorised: ``λ_F`` of the
+        Frobenius penalty ``d λ_F ‖S‖_F²``.
+    kappa : float
+        Student width ``p/d`` (factorised only).
+    beta : float
+        Student inverse temperature.
+    factorised : bool
+        True: ``S = WᵀW/√(pd)``, ``W ~ N(0, 1)``; False: symmetric ``S = (B + Bᵀ)/(2√d)``, ``B = 0`` at start.
+    config : TrainConfig
+    generator : torch.Generator
+        Initialisation randomness.
+    progress : callable(step, loss), optional
+        Called every 10 steps (e.g. to drive a progress bar).
+    """
+    cfg = config or TrainConfig()
+    lam = check_real("lam", lam, min=0.0)
+    kappa = check_real("kappa", kappa, min=0.0, min_open=True)
+    beta = check_real("beta", beta, min=0.0, min_open=True)
+    task = check_choice("task", train.task, TASKS)
+    X = check_tensor("train.X", train.X, ndim=3).to(torch.float64)
+    n, T, d = X.shape
+    y = train.y.to(torch.float64)
+    p = max(1, round(kappa * d))
+    if factorised:
+        wd = lam_from_lam_tilde(lam, kappa)
+        param = torch.randn(p, d, generator=generator, dtype=torch.float64).requires_grad_(True)
+
+        def make_S(P: torch.Tensor) -> torch.Tensor:
+            return P.T @ P / math.sqrt(p * d)
+
+        def penalty(P: torch.Tensor) -> torch.Tensor:
+            return wd * (P**2).sum()
+    else:
+        param = torch.zeros(d, d, dtype=torch.float64, requires_grad=True)
+
+        def make_S(P: torch.Tensor) -> torch.Tensor:
+            return (P + P.T) / (2 * math.sqrt(d))
+
+        def penalty(P: torch.Tensor) -> torch.Tensor:
+            return d * lam * (make_S(P) ** 2).sum()
+
+    eye = torch.eye(T, dtype=torch.float64)
+    opt = torch.optim.Adam([param], lr=cfg.lr)
+    prev, calm, steps, converged = math.inf, 0, 0, False
+    loss_val = math.inf
+    for steps in range(1, cfg.max_steps + 1):
+        opt.zero_grad()
+        S = make_S(param)
+        Z = (X @ S @ X.transpose(-1, -2) - torch.trace(S) * eye) / math.sqrt(d)  # (n, T, T)
+        A = torch.softmax(beta * Z, dim=-1)
+        yh = A @ X if task == "seq2seq" else A
+        data_loss = _sq_err(y, yh, task).sum()
+        loss = data_loss + penalty(param)
+        loss.backward()
+        loss_val = float(loss.detach())
+        if not math.isfinite(loss_val):
+            break
+        opt.step()
+        rel = abs(prev - loss_val) / max(abs(loss_val), 1e-300)
+        calm = calm + 1 if rel < cfg.rtol else 0
+        prev = loss_val
+        if progress is not None and steps % 10 == 0:
+            progress(steps, loss_val / d**2)
+        if steps >= cfg.min_steps and calm >= cfg.patience:
+            converged = True
+            break
+    with torch.no_grad():
+        S = make_S(param.detach())
+        Z = (X @ S @ X.transpose(-1, -2) - torch.trace(S) * eye) / math.sqrt(d)
+        A = torch.softmax(beta * Z, dim=-1)
+        yh = A @ X if task == "seq2seq" else A
+        dl = float(_sq_err(y, yh, task).sum()) / d**2
+        final = dl + float(penalty(param.detach())) / d**2
+        ev = torch.linalg.eigvalsh(S).numpy()
+        te, tc = evaluate(S, test, beta) if test is not None else (math.nan, math.nan)
+    return TrainResult(
+        S=S,
+        train_loss=final,
+        data_loss=dl,
+        test_error=te,
+        test_error_clean=tc,
+        steps=steps,
+        converged=converged,
+        rank=int(np.sum(ev > cfg.rank_tol)),
+        eigenvalues=ev,
+    )
+
+
+def simulate(
+    d: int,
+    alpha: float,
+    *,
+    kappa0: float = 0.5,
+    noise: float = 0.5,
+    tokens: int = 2,
+    lam: float = 0.01,
+    beta: float = 1.0,
+    beta0: float = 1.0,
+    kappa: float = 1.0,
+    task: str = "seq2lab",
+    factorised: bool = True,
+    n_test: int = 2000,
+    target: torch.Tensor | None = None,
+    seed: int = 0,
+    config: TrainConfig | None = None,
+    progress: Callable[[int, float], None] | None = None,
+) -> TrainResult:
+    """Draw a target (MP(κ0) unless ``target`` is given), ``n = round(α d²)`` training and ``n_test`` test
+    sequences, and train (``lam`` is λ̃). One seed drives everything."""
+    from attnlab.core.seeding import derive_seed, generator
+    from attnlab.highdim.data import mp_target
+
+    d = check_int("d", d, min=2)
+    alpha = check_real("alpha", alpha, min=0.0, min_open=True)
+    n = max(1, round(alpha * d * d))
+    g = generator(derive_seed(seed, "data"))
+    S0 = mp_target(d, kappa0, g) if target is None else check_tensor("target", target, shape=(d, d))
+    tr = sample(S0, n, tokens, noise, beta0, task, g)
+    te = sample(S0, n_test, tokens, noise, beta0, task, g)
+    return train_erm(
+        tr,
+        te,
+        lam=lam,
+        kappa=kappa,
+        beta=beta,
+        factorised=factorised,
+        config=config,
+        generator=generator(derive_seed(seed, "init")),
+        progress=progress,
+    )
