@@ -7,7 +7,6 @@ exactly one line on stderr with exit status 2 (never a usage box or a traceback)
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 
@@ -15,9 +14,13 @@ import click
 import typer
 
 from attnlab import __version__
+from attnlab.cli import ensemble as ensemble_cli
+from attnlab.cli import flow as flow_cli
+from attnlab.cli import highdim as highdim_cli
 from attnlab.cli import results as results_cli
 from attnlab.cli import runs
 from attnlab.cli.common import UsageError
+from attnlab.cli.inspect import inspect_command
 
 try:  # recent typer vendors its own click; older ones use click itself
     from typer._click import exceptions as _tce
@@ -58,25 +61,10 @@ app.command("reproduce")(runs.reproduce)
 app.command("report")(runs.report)
 app.add_typer(results_cli.app, name="results")
 
-#: area command groups: (module, typer attribute or command function, name, kind)
-_AREAS = (
-    ("attnlab.cli.ensemble", "app", "ensemble", "group"),
-    ("attnlab.cli.flow", "app", "flow", "group"),
-    ("attnlab.cli.highdim", "app", "highdim", "group"),
-    ("attnlab.cli.inspect", "inspect_command", "inspect", "command"),
-)
-
-for _mod, _attr, _name, _kind in _AREAS:
-    try:
-        _m = importlib.import_module(_mod)
-    except ModuleNotFoundError as _e:  # an area whose commands are not installed in this build
-        if _e.name != _mod:
-            raise
-        continue
-    if _kind == "group":
-        app.add_typer(getattr(_m, _attr), name=_name)
-    else:
-        app.command(_name)(getattr(_m, _attr))
+app.add_typer(ensemble_cli.app, name="ensemble")
+app.add_typer(flow_cli.app, name="flow")
+app.add_typer(highdim_cli.app, name="highdim")
+app.command("inspect")(inspect_command)
 
 
 def _one_line(msg: str) -> str:
