@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from typing import Any
 
@@ -21,8 +22,9 @@ import typer
 
 #: Logs, progress bars and human tables that must not pollute --json output go here.
 err_console = Console(stderr=True)
-#: Human output (tables) when --json is not given.
-out_console = Console()
+#: Human output (tables) when --json is not given. Piped to a file or a CI log (no terminal to
+#: ask), tables get 140 columns rather than rich's default 80, which would fold every cell.
+out_console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 140)
 
 JsonOpt = typer.Option(False, "--json", help="Print exactly one strict-JSON object on stdout.")
 

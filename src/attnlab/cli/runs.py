@@ -176,16 +176,18 @@ def claims_table(outcomes, title: str = "claims") -> Table:
     from attnlab.report import format_numbers
 
     t = Table(title=title, show_lines=False, expand=False)
-    for col in ("claim", "kind", "paper", "verdict", "deciding numbers", "runtime (s)"):
-        t.add_column(col, overflow="fold")
+    t.add_column("claim", no_wrap=True)
+    t.add_column("kind")
+    t.add_column("verdict", no_wrap=True)
+    t.add_column("deciding numbers (first three; all in the report)", overflow="fold", ratio=1)
+    t.add_column("s", justify="right", no_wrap=True)
     for o in outcomes:
         v = o.verdict
         t.add_row(
             o.claim.id,
             o.claim.kind,
-            o.claim.paper,
             f"[{_VERDICT_STYLE[v.status]}]{v.status}[/]",
-            format_numbers(dict(v.numbers), 4),
+            format_numbers(dict(v.numbers), 3),
             f"{o.runtime_s:.1f}",
         )
     return t

@@ -78,8 +78,18 @@ def collect_outcomes(out: str | Path, claims: Sequence[Claim] | None = None) -> 
     return sorted(outs, key=lambda o: order[o.claim.id])
 
 
-def format_numbers(numbers: dict[str, Any], limit: int = 6) -> str:
-    """A compact ``k=v`` rendering of a verdict's deciding numbers."""
+def _round(v: Any) -> Any:
+    if isinstance(v, float) and math.isfinite(v) and v != 0:
+        return float(f"{v:.4g}")
+    if isinstance(v, dict):
+        return {k: _round(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_round(x) for x in v]
+    return v
+
+
+def format_numbers(numbers: dict[str, Any], limit: int = 6, width: int = 70) -> str:
+    """A compact ``k=v`` rendering of a verdict's deciding numbers (4 significant digits)."""
 
     def fmt(v: Any) -> str:
         if isinstance(v, bool) or v is None:
@@ -89,8 +99,8 @@ def format_numbers(numbers: dict[str, Any], limit: int = 6) -> str:
                 return f"{v:.4g}"
             return f"{v:.3e}" if math.isfinite(v) else str(v)
         if isinstance(v, (dict, list)):
-            s = json.dumps(v, separators=(",", ":"))
-            return s if len(s) <= 60 else s[:57] + "..."
+            s = json.dumps(_round(v), separators=(",", ":"), ensure_ascii=False)
+            return s if len(s) <= width else s[: width - 3] + "..."
         return str(v)
 
     items = list(numbers.items())
