@@ -23,6 +23,28 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """One BLAS/torch thread per test: the tensors are small, and thread synchronisation costs more
+    than it saves on a 2-core machine (the engine's workers also run one thread each)."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    with threadpool_limits(1):
+        yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def build_model():
+    """Factory of tiny random transformers models with non-zero biases (see tinymodels.py)."""
+    from tinymodels import build
+
+    return build
+
+
 @pytest.fixture
 def testclaims(monkeypatch):
     """Register the engine's test claims in this process (and in spawned workers)."""

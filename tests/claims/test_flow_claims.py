@@ -20,17 +20,6 @@ IDS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small tensors: one thread, as in the claim workers (see tests/dynamics/conftest.py)."""
-    import torch
-
-    prev = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(prev)
-
-
 def _claim(cid):
     return next(c for c in flow.CLAIMS if c.id == cid)
 

@@ -10,17 +10,6 @@ from attnlab.cli.flow import app
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small tensors: one thread, as in the claim workers (see tests/dynamics/conftest.py)."""
-    import torch
-
-    prev = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(prev)
-
-
 def run_json(*args):
     res = runner.invoke(app, [*args, "--json"])
     assert res.exit_code == 0, res.output

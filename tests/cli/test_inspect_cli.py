@@ -11,18 +11,6 @@ import pytest
 from attnlab.cli.main import main
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    with threadpool_limits(1):
-        yield
-    torch.set_num_threads(before)
-
-
 def _run(capsys, *argv: str) -> tuple[int, str, str]:
     rc = main(list(argv))
     out, err = capsys.readouterr()

@@ -1,4 +1,7 @@
-"""Small random transformers models (no download) with every bias set to non-zero random values."""
+"""Small random transformers models (no download) with every bias set to non-zero random values.
+
+Shared by the converter, diagnostics and inspect tests (``build_model`` fixture in conftest.py).
+"""
 
 from __future__ import annotations
 
@@ -85,21 +88,3 @@ def build(kind: str, seed: int = 0) -> torch.nn.Module:
     model.set_attn_implementation("eager")
     randomise_biases(model, seed)
     return model
-
-
-@pytest.fixture
-def build_model():
-    """The :func:`build` factory, as a fixture."""
-    return build
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Small batched linear algebra runs fastest on one thread on a shared 2-core machine."""
-    from threadpoolctl import threadpool_limits
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    with threadpool_limits(1):
-        yield
-    torch.set_num_threads(before)
