@@ -11,6 +11,12 @@ import torch
 from attnlab.claims.base import Claim, Grid, Point, Result, Row, Verdict
 from attnlab.ensemble.nw import nw_estimate
 
+
+def _device_name(device: str | torch.device) -> str:
+    """The device the heavy part of a point ran on, as torch names it (``cpu``, ``cuda:0``)."""
+    return str(torch.empty(0, device=device).device)
+
+
 # ---------------------------------------------------------------------------------------------
 # ensemble.nw-identity (A1): one attention head is a Nadaraya–Watson estimator.
 
@@ -29,6 +35,7 @@ def _nw_identity_run(point: Point) -> Result:
     W_Q = torch.randn(d, d_k, generator=g, dtype=dt) / math.sqrt(d)
     W_K = torch.randn(d, d_k, generator=g, dtype=dt) / math.sqrt(d)
     scale = beta / math.sqrt(d_k)  # β times the attention convention 1/√d_k
+    X, Y, Q, W_Q, W_K = (t.to(point.device) for t in (X, Y, Q, W_Q, W_K))  # drawn on CPU, computed here
     a = nw_estimate(Q, X, Y, W_Q, W_K, scale=scale)  # (B, m, d_v) from kernel sums
     b = torch.nn.functional.scaled_dot_product_attention(
         (Q @ W_Q).unsqueeze(1), (X @ W_K).unsqueeze(1), Y.unsqueeze(1), scale=scale
@@ -41,6 +48,7 @@ def _nw_identity_run(point: Point) -> Result:
             "max_abs_score": max_score,
             "naive_exp_overflows": bool(max_score > math.log(torch.finfo(dt).max)),
             "kernel_evals": batch * m * N,
+            "device": _device_name(point.device),
         }
     )
 
@@ -153,8 +161,8 @@ def _spearman(a: Sequence[float], b: Sequence[float]) -> float:
     return float(r) if r == r else math.nan
 
 
-def _uniform(H: int) -> torch.Tensor:
-    return torch.full((H,), 1.0 / H, dtype=_DT)
+def _uniform(H: int, device: str | torch.device = "cpu") -> torch.Tensor:
+    return torch.full((H,), 1.0 / H, dtype=_DT, device=device)
 
 
 def _task(setting: Sequence) -> tuple:
@@ -208,11 +216,15 @@ def _decomposition_run(point: Point) -> Result:
     from attnlab.ensemble.data import RegressionTask
 
     task = RegressionTask(d=d, target=target, noise=float(point["noise"]))
-    W = projection_layout(layout, H, d, d_k, c, angle, generator=g)
-    given = torch.distributions.Dirichlet(torch.ones(H, dtype=_DT)).sample() if scheme == "given" else None
+    W = projection_layout(layout, H, d, d_k, c, angle, generator=g).to(point.device)  # (H, d, d_k)
+    given = None
+    if scheme == "given":  # a uniform draw on the simplex (Dirichlet(1, ..., 1)) from the point's generator
+        e = torch.empty(H, dtype=_DT).exponential_(generator=g)  # (H,)
+        given = e / e.sum()
     alpha = head_weights(scheme, H, given=given)
     dec = decompose(task, W, alpha, int(n), int(point["queries"]), int(point["reps"]), g, kernel=kernel)
     it = dec.integrated()
+    # the equal-moment closed form is a tiny algebraic check: it stays on CPU
     closed_exact = _equicorrelated_check(int(point["reps"]), H, 0.7, 0.35, g)
     closed_dev = math.nan
     if scheme == "uniform" and H > 1:
@@ -229,8 +241,9 @@ def _decomposition_run(point: Point) -> Result:
             "mean_correlation": dec.mean_correlation,
             "closed_form_exact_rel_err": closed_exact,
             "closed_form_mean_rel_dev": closed_dev,
+            "device": _device_name(point.device),
         },
-        arrays={"mse_q": dec.mse.numpy(), "terms_q": dec.terms_sum.numpy()},
+        arrays={"mse_q": dec.mse.cpu().numpy(), "terms_q": dec.terms_sum.cpu().numpy()},
     )
 
 
@@ -302,7 +315,7 @@ DECOMPOSITION = Claim(
     "over the "
     "randomness of the training sample; uniform weights with equal V and ρ give a variance part "
     "V(ρ+(1−ρ)/H).",
-    version=1,
+    version=2,
     grids={
         "quick": Grid(
             {
@@ -350,6 +363,7 @@ def _angle_sweep(point: Point, setting: Sequence, angles: Sequence[float]) -> di
     """For each pairwise angle: HDI, integrated MSE (+ per-replication), variance part, mean V, mean ρ.
 
     Common random numbers: the same frames (U_0, V_h), queries and training samples at every angle.
+    Draws come from the point's CPU generators; the Monte Carlo kernel sums run on ``point.device``.
     """
     from attnlab.core.geometry import diversity
     from attnlab.ensemble.decomposition import decompose_predictions, monte_carlo_predictions
@@ -360,10 +374,12 @@ def _angle_sweep(point: Point, setting: Sequence, angles: Sequence[float]) -> di
     out: dict[str, list] = {
         k: [] for k in ("hdi", "mse", "bias2", "var_part", "mean_var", "mean_corr", "rep_err")
     }
-    Q = task.sample_x(m, point.generator(1))  # (m, d) integration points
+    dev = point.device
+    Q = task.sample_x(m, point.generator(1)).to(dev)  # (m, d) integration points
     fQ = task.f(Q)
     for a in angles:  # a handful of angles; each is one vectorised MC decomposition
         W = projection_layout("controlled", H, task.d, d_k, c, float(a), generator=point.generator(2))
+        W = W.to(dev)  # (H, d, d_k)
         preds = monte_carlo_predictions(task, W, n, Q, reps, point.generator(3))  # (R, H, m)
         dec = decompose_predictions(preds, fQ, _uniform(H))
         it = dec.integrated()
@@ -373,7 +389,7 @@ def _angle_sweep(point: Point, setting: Sequence, angles: Sequence[float]) -> di
         out["var_part"].append(it["variance"] + it["covariance"])
         out["mean_var"].append(dec.mean_variance)
         out["mean_corr"].append(dec.mean_correlation)
-        out["rep_err"].append(((preds.mean(dim=1) - fQ).square().mean(dim=1)).numpy())  # (R,)
+        out["rep_err"].append(((preds.mean(dim=1) - fQ).square().mean(dim=1)).cpu().numpy())  # (R,)
     return {k: np.asarray(v) for k, v in out.items()}
 
 
@@ -407,6 +423,7 @@ def _vnd_run(point: Point) -> Result:
             "argmin_angle_absolute": float(_ANGLES[int(np.argmin(sw["var_part"]))]),
             "spearman_corr_var": _spearman(sw["mean_corr"], sw["var_part"]),
             "closed_form_max_rel_dev": float(np.max(np.abs(sw["var_part"] - closed) / closed)),
+            "device": _device_name(point.device),
         },
         arrays={
             "angle_deg": np.asarray(_ANGLES),
@@ -531,6 +548,7 @@ def _hdi_run(point: Point) -> Result:
             "increases_with_bias_rise": int((sig & (d_bias > 0)).sum()),
             "mse_identical": float(sw["mse"][0]),
             "mse_orthogonal": float(sw["mse"][-1]),
+            "device": _device_name(point.device),
         },
         arrays={
             "hdi": sw["hdi"],
@@ -641,10 +659,12 @@ def _train_run(point: Point) -> Result:
     Xt = task.sample_x(int(point["test"]), g)  # fresh test inputs
     ft = task.f(Xt)
     W0 = projection_layout("random", H, task.d, d_k, c, generator=g)
+    # data and initial projections drawn on CPU; training and test predictions run on the device
+    X, y, Xt, ft, W0 = (t.to(point.device) for t in (X, y, Xt, ft, W0))
     kw = {"objective": point["objective"], "steps": int(point["steps"]), "lr": float(point["lr"])}
     plain = train_projections(W0, X, y, **kw)
     pen = train_projections(W0, X, y, penalty=float(point["penalty"]), **kw)
-    a = _uniform(H)
+    a = _uniform(H, point.device)
 
     def test_mse(W: torch.Tensor) -> float:
         return float(((a @ head_predictions(Xt, X, y, W)) - ft).square().mean())
@@ -659,6 +679,7 @@ def _train_run(point: Point) -> Result:
             "test_mse_penalised": test_mse(pen.W),
             "objective_plain": float(plain.loss_history[-1]),
             "objective_penalised": float(pen.loss_history[-1]),
+            "device": _device_name(point.device),
         },
         arrays={"loss_plain": plain.loss_history.numpy(), "loss_penalised": pen.loss_history.numpy()},
     )
@@ -794,12 +815,14 @@ def _budget_run(point: Point) -> Result:
         int(point["queries"]),
         c=float(point["c"]),
         seed=int(point.seed % (2**31)),
+        device=point.device,
     )
     return Result(
         metrics={
             "dk_star": continuous_optimum(sw.d_k, sw.mse),
             "dk_best": sw.best_d_k,
             "mse_best": float(sw.mse.min()),
+            "device": _device_name(point.device),
         },
         arrays={"d_k": sw.d_k, "mse": sw.mse, "bias2": sw.bias2, "var_part": sw.variance_part},
     )
@@ -963,6 +986,8 @@ def _weight_run(point: Point) -> Result:
     # construction)
     W = torch.zeros(H, task.d, 1, dtype=_DT)
     W[:, 0, 0] = torch.tensor([math.sqrt(s0 * (n / n0) ** (2 * k)) for k in kappas], dtype=_DT)
+    # queries drawn on CPU; the training samples too (inside, from g), the kernel sums on the device
+    Q, fQ, W = Q.to(point.device), fQ.to(point.device), W.to(point.device)
     preds = monte_carlo_predictions(task, W, n, Q, R, g, scale=1.0)  # (R, H, m)
     err = preds - fQ  # (R, H, m)
     half = R // 2
@@ -970,7 +995,8 @@ def _weight_run(point: Point) -> Result:
         half * err.shape[-1]
     )  # (H, H) on the first half
     weights = {s: head_weights(s, H, rho=float(point["rho"])) for s in _SCHEMES[:3]}
-    weights["optimal"] = optimal_weights(M)
+    weights["optimal"] = optimal_weights(M)  # a small QP: scipy on CPU
+    weights = {s: a.to(err.device) for s, a in weights.items()}
     test = err[half:]  # evaluate every scheme on the held-out half of the replications
     mse = {s: float(torch.einsum("h,rhm->rm", a, test).square().mean()) for s, a in weights.items()}
     return Result(
@@ -978,8 +1004,9 @@ def _weight_run(point: Point) -> Result:
             **{f"mse_{s}": v for s, v in mse.items()},
             "optimal_alpha": weights["optimal"].tolist(),
             "mse_heads": test.square().mean(dim=(0, 2)).tolist(),  # per-head MSE (verdicts see metrics)
+            "device": _device_name(point.device),
         },
-        arrays={"mse_heads": test.square().mean(dim=(0, 2)).numpy()},
+        arrays={"mse_heads": test.square().mean(dim=(0, 2)).cpu().numpy()},
     )
 
 

@@ -35,6 +35,16 @@ __all__ = ["CLAIMS"]
 
 F64 = torch.float64
 
+# Device: heads and initial tokens are drawn from the point's CPU generators exactly as on a CPU
+# run, then moved to ``point.device``, where the simulations and derivative checks run (float64).
+# Closed forms and numpy/scipy theory (beta-star closed form, super-additivity, the linearised
+# times) stay on CPU; every run records where its heavy part ran in the metric ``device``.
+
+
+def _device_name(device: str | torch.device) -> str:
+    """The device a computation ran on, as torch names it (``cpu``, ``cuda:0``)."""
+    return str(torch.empty(0, device=device).device)
+
 
 # ------------------------------------------------------------------------------------------ helpers
 def _ok(rows: Sequence[Row]) -> tuple[list[Row], str]:
@@ -78,7 +88,8 @@ def _run_energy(point: Point) -> Result:
     g = point.generator()
     if p["mode"] == "identity":
         spec = Heads.random_symmetric(H, d, generator=g, kind="usa", combine=p.get("combine", "sum"))
-        x0 = init.uniform(batch=p["batch"], n=n, d=d, generator=point.generator(1))
+        spec = spec.to(point.device)
+        x0 = init.uniform(batch=p["batch"], n=n, d=d, generator=point.generator(1), device=point.device)
         times, X = _states(spec, x0, beta, p["t1"], p["states"], space)
         errs, rates = [], []
         E = lambda y: torch.logsumexp(log_energy(spec, y, beta), -1).exp()  # noqa: E731 (B,)
@@ -90,14 +101,19 @@ def _run_energy(point: Point) -> Result:
             errs.append(float(((lhs - rhs).abs() / rhs.abs().clamp_min(1e-300)).max()))
             rates.append(float(rhs.min()))
         return Result(
-            metrics={"max_rel_err": max(errs), "min_rate": min(rates), "states": len(X) * p["batch"]},
+            metrics={
+                "max_rel_err": max(errs),
+                "min_rate": min(rates),
+                "states": len(X) * p["batch"],
+                "device": _device_name(point.device),
+            },
             arrays={"t": times, "rel_err": np.array(errs)},
         )
     # softmax mode: violation rate of dE_multi/dt >= 0 along trajectories, fresh heads per draw
     viol, trials, worst = 0, 0, 0.0
     for _ in range(p["head_draws"]):
         spec = Heads.random_symmetric(H, d, generator=g, kind="softmax")
-        x0 = init.uniform(batch=p["batch"], n=n, d=d, generator=g)
+        x0 = init.uniform(batch=p["batch"], n=n, d=d, generator=g, device=point.device)
         sol = simulate(
             spec,
             x0,
@@ -113,7 +129,13 @@ def _run_energy(point: Point) -> Result:
         trials += rel.shape[1]
         worst = min(worst, float(rel.min()))
     return Result(
-        metrics={"violations": viol, "trials": trials, "violation_rate": viol / trials, "min_rel_rate": worst}
+        metrics={
+            "violations": viol,
+            "trials": trials,
+            "violation_rate": viol / trials,
+            "min_rel_rate": worst,
+            "device": _device_name(point.device),
+        }
     )
 
 
@@ -261,7 +283,7 @@ def _run_valpert(point: Point) -> Result:
     for _ in range(p["head_draws"]):
         base = Heads.random_symmetric(p["heads"], p["d"], generator=g, kind="usa")
         spec = base.perturb_values(p["size"], generator=g)
-        x0 = init.uniform(batch=p["batch"], n=p["n"], d=p["d"], generator=g)
+        x0 = init.uniform(batch=p["batch"], n=p["n"], d=p["d"], generator=g, device=point.device)
         sol = simulate(
             spec,
             x0,
@@ -270,7 +292,7 @@ def _run_valpert(point: Point) -> Result:
             dt=0.05,
             record=Record(every=p["t1"] / (p["states"] - 1), observables=("energy_rate",)),
         )
-        rel = sol.observables["energy_rel_rate_total"]  # (T, B)
+        rel = sol.observables["energy_rel_rate_total"].cpu()  # (T, B)
         bad = rel < -1e-12  # (T, B)
         viol += int(bad.any(0).sum())
         viol0 += int(bad[0].sum())
@@ -286,6 +308,7 @@ def _run_valpert(point: Point) -> Result:
             "min_rel_rate": worst,
             "violations_t0": viol0,
             "median_first_violation_time": float(np.median(first)) if first else None,
+            "device": _device_name(point.device),
         }
     )
 
@@ -402,7 +425,8 @@ def _run_shadow(point: Point) -> Result:
     viol = trials = f1 = f2 = f3 = agree = 0
     for _ in range(p["head_draws"]):
         spec = Heads.orthogonal_subspaces(H, d, generator=g, random_within=True, kind="usa")
-        x = init.uniform(batch=p["batch"], n=n, d=d, generator=g)
+        spec = spec.to(point.device)
+        x = init.uniform(batch=p["batch"], n=n, d=d, generator=g, device=point.device)
         f = head_outputs(spec, x, beta)
         v = velocity(spec, x, beta, space, f=f)
         er = energy_rates(spec, x, beta, v)
@@ -426,6 +450,7 @@ def _run_shadow(point: Point) -> Result:
             "form2": f2 / trials,
             "form3": f3 / trials,
             "form1_agrees": agree / trials,
+            "device": _device_name(point.device),
         }
     )
 
@@ -529,14 +554,15 @@ def _run_betastar(point: Point) -> Result:
                 "direct_form2": direct2,
                 "rel_err": rel,
                 "rel_err_form2": abs(direct2 - bs.beta_form2) / abs(bs.beta_form2),
+                "device": "cpu",  # closed forms and scalar root finding (numpy/scipy)
             }
         )
     # onset protocol of THEORY.md B4 (iii)
     H, n, d, law = p["heads"], p["n"], p["d"], p["law"]
-    spec = Heads.orthogonal_subspaces(H, d, strength=1.0, kind="usa")
+    spec = Heads.orthogonal_subspaces(H, d, strength=1.0, kind="usa", device=point.device)
     gen = point.generator()
     make = init.orthogonal if law == "orthogonal" else init.uniform
-    x = make(batch=p["draws"], n=n, d=d, generator=gen)
+    x = make(batch=p["draws"], n=n, d=d, generator=gen, device=point.device)
     betas = np.array(p["betas"], dtype=float)
     frac = []
     for b in betas:
@@ -555,6 +581,7 @@ def _run_betastar(point: Point) -> Result:
             "max_frac_below_beta_star": float(below.max()) if below.size else 0.0,
             "max_frac": float(frac.max()),
             "draws": p["draws"],
+            "device": _device_name(point.device),
         },
         arrays={"beta": betas, "fraction": frac},
     )
@@ -685,8 +712,8 @@ def _run_equi(point: Point) -> Result:
     p = point.params
     if p["part"] == "particles":
         lam, n, beta = p["strengths"], p["n"], p["beta"]
-        spec = Heads.scalar(lam, d=n, kind="softmax")
-        x0 = init.equiangular(batch=2, n=n, d=n, gamma=0.0, generator=point.generator())
+        spec = Heads.scalar(lam, d=n, kind="softmax", device=point.device)
+        x0 = init.equiangular(batch=2, n=n, d=n, gamma=0.0, generator=point.generator(), device=point.device)
         sol = simulate(
             spec,
             x0,
@@ -696,7 +723,7 @@ def _run_equi(point: Point) -> Result:
             record=Record(every=p["t1"] / 40, observables=("gamma",)),
         )
         t = sol.t.numpy()
-        gam = sol.observables["gamma"].numpy()  # (T, B)
+        gam = sol.observables["gamma"].cpu().numpy()  # (T, B)
         ref = T.equiangular_gamma(lam, beta, n, t[1:])
         err = float(np.abs(gam[1:] - ref[:, None]).max())
         eps = 1 - gam.mean(1)
@@ -709,6 +736,7 @@ def _run_equi(point: Point) -> Result:
                 "late_rate_theory": T.late_rate(lam),
                 "early_rate": T.early_rate(lam, beta, n),
                 "t_star": T.equiangular_time(lam, beta, n),
+                "device": _device_name(point.device),
             },
             arrays={"t": t, "gamma": gam.mean(1), "gamma_ode": np.concatenate([[0.0], ref])},
         )
@@ -740,6 +768,7 @@ def _run_equi(point: Point) -> Result:
             "example_hetero": float(hetero[worst]) if worst is not None else None,
             "example_equal": float(equal[worst]) if worst is not None else None,
             "theory_counterexample": [ce, ce_vals[0], ce_vals[1]],
+            "device": "cpu",  # the early-rate function φ on random samples (numpy)
         },
         arrays={"mean": mean[mean_convex], "gain": (hetero - equal)[mean_convex]},
     )
@@ -900,6 +929,7 @@ def _run_relu(point: Point) -> Result:
                 "slope_relu_n": slope_relu_n,
                 "relu_logd_resid": resid,
                 "relu_exact_large_n_effective_exponent_d": eff,
+                "device": "cpu",  # one-dimensional ODE times (numpy/scipy)
             },
             arrays={
                 "n": ns,
@@ -910,14 +940,14 @@ def _run_relu(point: Point) -> Result:
             },
         )
     kind, scale, n, d = p["kind"], p["scale"], p["n"], p["d"]
-    spec = Heads.scalar([1.0], d=d, kind=kind, scale=scale)
-    x0 = init.uniform(batch=p["batch"], n=n, d=d, generator=point.generator())
+    spec = Heads.scalar([1.0], d=d, kind=kind, scale=scale, device=point.device)
+    x0 = init.uniform(batch=p["batch"], n=n, d=d, generator=point.generator(), device=point.device)
     tf = n if scale == "1/n" else 1.0
     t1 = p["t1"] * tf
     sol = simulate(
         spec, x0, beta=1.0, t1=t1, dt=p["dt"] * tf, record=Record(every=t1 / 200, observables=("gamma",))
     )
-    gam = sol.observables["gamma"].numpy()  # (T, B)
+    gam = sol.observables["gamma"].cpu().numpy()  # (T, B)
     times = [_crossing(sol.t.numpy(), gam[:, b], target) for b in range(gam.shape[1])]
     ok = [t for t in times if t is not None]
     return Result(
@@ -927,6 +957,7 @@ def _run_relu(point: Point) -> Result:
             "gamma0": float(np.abs(gam[0]).mean()),
             "final_gamma": float(gam[-1].mean()),
             "t1": t1,
+            "device": _device_name(point.device),
         }
     )
 
@@ -1114,7 +1145,8 @@ def _run_entropy(point: Point) -> Result:
     n, d, beta = p["n"], p.get("d", p["n"]), p["beta"]
     if p["part"] == "identity":
         spec = Heads.random_symmetric(p["heads"], d, generator=point.generator(), kind="softmax")
-        x0 = init.uniform(batch=p["batch"], n=n, d=d, generator=point.generator(1))
+        spec = spec.to(point.device)
+        x0 = init.uniform(batch=p["batch"], n=n, d=d, generator=point.generator(1), device=point.device)
         _, X = _states(spec, x0, beta, p["t1"], p["states"], "sphere")
         errs = []
         for x in X:
@@ -1124,11 +1156,17 @@ def _run_entropy(point: Point) -> Result:
             scale = ref.abs().amax(-1, keepdim=True).clamp_min(1e-300)  # per (B, H): the row's largest rate
             errs.append(float(((got - ref).abs() / scale).max()))
         return Result(
-            metrics={"max_rel_err": max(errs), "states": len(X) * p["batch"]},
+            metrics={
+                "max_rel_err": max(errs),
+                "states": len(X) * p["batch"],
+                "device": _device_name(point.device),
+            },
             arrays={"rel_err": np.array(errs)},
         )
-    spec = Heads.scalar([p["strength"]], d=n, kind="softmax")
-    x0 = init.equiangular(batch=1, n=n, d=n, gamma=p["gamma0"], generator=point.generator())
+    spec = Heads.scalar([p["strength"]], d=n, kind="softmax", device=point.device)
+    x0 = init.equiangular(
+        batch=1, n=n, d=n, gamma=p["gamma0"], generator=point.generator(), device=point.device
+    )
     sol = simulate(
         spec,
         x0,
@@ -1150,6 +1188,7 @@ def _run_entropy(point: Point) -> Result:
             "log_n": math.log(n),
             "gap_final": math.log(n) - float(Hs[-1]),
             "max_drop": float(np.max(Hs[:-1] - Hs[1:])),
+            "device": _device_name(point.device),
         },
         arrays={"t": sol.t.numpy(), "entropy": Hs},
     )
@@ -1245,20 +1284,22 @@ def _run_approx(point: Point) -> Result:
     H, d, n, beta, space = p["heads"], p["d"], p["n"], p["beta"], p["space"]
     deltas = np.array(p["deltas"], dtype=float)
     seed = point.seed % 2**62
-    x = init.uniform(batch=p["batch"], n=n, d=d, generator=point.generator(1))
+    x = init.uniform(batch=p["batch"], n=n, d=d, generator=point.generator(1), device=point.device)
+    # heads built on CPU (random blocks, then a bisection on tiny operator norms), used on the device
     base = Heads.approx_orthogonal(H, d, 0.0, generator=torch.Generator().manual_seed(seed), kind="usa")
+    base = base.to(point.device)
     f0 = head_outputs(base, x, beta)
     keep = (
         radial_dominance(f0, x).form1.all(-1)
         if space == "sphere"
-        else torch.ones(x.shape[0], dtype=torch.bool)
+        else torch.ones(x.shape[0], dtype=torch.bool, device=x.device)
     )
     xs = x[keep]
     rates, margins = [], []
     for delta in deltas:
         spec = Heads.approx_orthogonal(
             H, d, float(delta), generator=torch.Generator().manual_seed(seed), kind="usa"
-        )
+        ).to(point.device)
         v = velocity(spec, xs, beta, space)
         er = energy_rates(spec, xs, beta, v)
         rates.append(float((er.rel < -1e-12).any(-1).double().mean()))
@@ -1277,6 +1318,7 @@ def _run_approx(point: Point) -> Result:
             "delta0": delta0,
             "rate_at_smallest_positive": float(rates[deltas > 0][0]),
             "rate_at_zero": float(rates[deltas == 0][0]) if (deltas == 0).any() else None,
+            "device": _device_name(point.device),
         },
         arrays={"delta": deltas, "rate": rates, "min_rel_rate": np.array(margins)},
     )

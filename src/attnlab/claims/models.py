@@ -65,12 +65,17 @@ def _run(point: Point) -> Result:
     if point.params.get("text", True):
         from attnlab.models.trace import trace_text
 
+        # the model's forward pass over a few sentences stays on CPU (a small float32 run): the
+        # hidden states and attention maps are then the same inputs on every device
         n = int(point.params.get("sentences", len(dg.SENTENCES)))
         traces = trace_text(source, dg.SENTENCES[:n])
+    # the diagnostics (QR, SVDs, principal angles, radial dominance in float64) run on the device
+    heads = heads.to(device=point.device)
     diag = dg.diagnose(heads, traces)
     metrics: dict[str, Any] = {
         k: diag.meta[k] for k in ("model", "architecture", "n_layers", "n_heads", "d_model", "d_head")
     }
+    metrics["device"] = str(heads.layers[0].W_Q.device)
     for key in _LAYER_KEYS:
         if key in diag.layers[0]:
             metrics[key] = [float(r[key]) for r in diag.layers]

@@ -81,7 +81,7 @@ def flow_defects(
     check_tensor("W_V", W_V, shape=shape)
     check_tensor("W_O", W_O, shape=(*shape[:-2], shape[-1], shape[-2]))
     A, B, Wv, Wo = (t.to(_DT) for t in (W_Q, W_K, W_V, W_O))
-    s = torch.as_tensor(scale, dtype=_DT)
+    s = torch.as_tensor(scale, dtype=_DT, device=A.device)
     At = A.transpose(-1, -2)
     Bt = B.transpose(-1, -2)
     m2 = s**2 * _tr((At @ A) @ (Bt @ B))  # ‖M‖_F²
@@ -197,11 +197,12 @@ def radial_dominance(
     q = Xh @ W_Q.to(_DT)  # (..., H, n, k)
     kk = Xh @ W_K.to(_DT)  # (..., H, n, k)
     v = Xh @ W_V.to(_DT)  # (..., H, n, k)
-    s = torch.as_tensor(scale, dtype=_DT)[..., None, None, None]
+    s = torch.as_tensor(scale, dtype=_DT, device=X.device)[..., None, None, None]
     scores = beta * s * q @ kk.transpose(-1, -2)  # (..., H, n, n)
     if causal:
         n = x.shape[-2]
-        scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+        future = torch.ones(n, n, dtype=torch.bool, device=X.device).triu(1)  # (n, n)
+        scores = scores.masked_fill(future, float("-inf"))
     f = torch.softmax(scores, dim=-1) @ v @ W_O.to(_DT)  # (..., H, n, d)
     a = (f * Xh).sum(-1)  # (..., H, n)  a_i^h
     perp_sq = (f.square().sum(-1) - a.square()).clamp_min(0.0)  # (..., H, n)  ‖P⊥f‖² = ‖f‖² − a²

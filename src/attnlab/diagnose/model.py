@@ -100,8 +100,8 @@ class Diagnosis:
 
 def _pair_means_per_head(values: torch.Tensor, H: int) -> torch.Tensor:
     """``values`` ``(P,)`` in triu order -> per-head mean over the pairs containing the head ``(H,)``."""
-    i, j = torch.triu_indices(H, H, offset=1)
-    full = torch.zeros(H, H, dtype=_DT)
+    i, j = torch.triu_indices(H, H, offset=1, device=values.device)
+    full = torch.zeros(H, H, dtype=_DT, device=values.device)
     full[i, j] = values.to(_DT)
     full[j, i] = values.to(_DT)
     return full.sum(1) / (H - 1)
@@ -137,6 +137,10 @@ def diagnose(
     null_samples : int
         random subspace pairs drawn for the null angle distribution (figures only; seed 0).
 
+    Everything runs on the device of ``heads`` (move them with ``heads.to(device=...)``); traces are
+    moved there. The null angle sample and the bulk-edge constant stay on CPU (fixed-seed draws,
+    the same numbers everywhere); arrays and per-head values come back as numpy and Python floats.
+
     Returns
     -------
     Diagnosis
@@ -146,8 +150,9 @@ def diagnose(
     L, H, d, k = heads.n_layers, heads.n_heads, heads.d_model, heads.d_head
     r = H // heads.n_kv_heads
     notes: list[str] = []
-    scales = heads.scales()  # (L,)
     WQ, WK, WV, WO = (heads.stacked(n).to(_DT) for n in ("W_Q", "W_K", "W_V", "W_O"))
+    dev = WQ.device
+    scales = heads.scales().to(dev)  # (L,)
 
     # paper A: subspace geometry per layer (subspace and weight-aware forms)
     layer_rows: list[dict[str, Any]] = [{"layer": i} for i in range(L)]
@@ -165,7 +170,7 @@ def diagnose(
                 continue
             div = geometry.diversity(stack[i], form="subspace")
             w_ov = geometry.overlap_matrix(stack[i], form="weight")
-            iu = torch.triu_indices(Hs, Hs, offset=1)
+            iu = torch.triu_indices(Hs, Hs, offset=1, device=dev)
             row[f"hdi_{name}"] = div.hdi
             row[f"hdi_{name}_weight"] = 1.0 - float(w_ov[iu[0], iu[1]].mean())
             row[f"hdi_{name}_z"] = div.z
@@ -176,8 +181,8 @@ def diagnose(
                 row["hdi_null_sd"] = div.hdi_null_sd
                 row["hdi_ceiling"] = div.ceiling
                 row["median_angle_k_deg"] = div.median_angle_deg
-                overlap_k.append(div.overlap.numpy())
-                angles_k.append(div.angles_deg.reshape(-1).numpy())
+                overlap_k.append(div.overlap.cpu().numpy())
+                angles_k.append(div.angles_deg.reshape(-1).cpu().numpy())
             # per head: mean overlap and mean angle with the other heads of the layer
             ov_pairs = div.overlap[iu[0], iu[1]]
             ang_pairs = torch.nanmean(div.angles_deg, dim=-1)
@@ -198,7 +203,7 @@ def diagnose(
     # paper B: M_h, V_h as a dynamics
     fd = flow_defects(WQ, WK, WV, WO, scales[:, None])
     cross = cross_products(WQ, WK)  # (L, H, H)
-    off = ~torch.eye(H, dtype=torch.bool)
+    off = ~torch.eye(H, dtype=torch.bool, device=dev)
     cross_off = cross.masked_fill(~off, float("nan"))
     cross_mean = torch.nanmean(torch.cat([cross_off, cross_off.transpose(-1, -2)], dim=-1), dim=-1)  # (L, H)
     cross_max = (
@@ -219,25 +224,20 @@ def diagnose(
 
     # token level: radial dominance on hidden states, entropy of the model's attention
     if traces:
-        f1 = torch.zeros(L, H, dtype=_DT)
-        f2 = torch.zeros(L, H, dtype=_DT)
-        f3 = torch.zeros(L, H, dtype=_DT)
-        f2t = torch.zeros(L, H, dtype=_DT)
-        f3t = torch.zeros(L, H, dtype=_DT)
-        ent = torch.zeros(L, H, dtype=_DT)
-        ent_max = torch.zeros(L, H, dtype=_DT)
-        ent_ratio = torch.zeros(L, H, dtype=_DT)
+        f1, f2, f3, f2t, f3t, ent, ent_max, ent_ratio = (
+            torch.zeros(L, H, dtype=_DT, device=dev) for _ in range(8)
+        )
         for tr in traces:
             if len(tr.inputs) != L:
                 raise ValueError(f"traces: expected {L} attention layers per trace, got {len(tr.inputs)}")
-            X = torch.stack([x[0] for x in tr.inputs]).to(_DT)  # (L, n, d)
+            X = torch.stack([x[0] for x in tr.inputs]).to(device=dev, dtype=_DT)  # (L, n, d)
             rd = radial_dominance(X, WQ, WK, WV, WO, scales, causal=heads.causal)
             f1 += rd.form1.to(_DT)
             f2 += rd.form2.to(_DT)
             f3 += rd.form3.to(_DT)
             f2t += rd.form2_tokens
             f3t += rd.form3_tokens
-            e = attention_entropy(torch.stack([a[0] for a in tr.attentions]))  # (L, H)
+            e = attention_entropy(torch.stack([a[0] for a in tr.attentions]).to(dev))  # (L, H)
             ent += e.entropy
             ent_max += e.max_entropy
             ent_ratio += e.ratio
@@ -257,7 +257,7 @@ def diagnose(
     else:
         notes.append("no token representations given: radial dominance and entropy not computed")
     for key, val in per_head.items():
-        val = val.to(_DT)
+        val = val.to(device="cpu", dtype=_DT)  # (L, H) one transfer, then Python floats
         for i in range(L):
             layer_rows[i][key] = float(val[i].mean())
             for h in range(H):
@@ -267,9 +267,9 @@ def diagnose(
         "overlap_k": np.stack(overlap_k) if overlap_k else np.zeros((L, 0, 0)),
         "angles_k_deg": np.stack(angles_k) if angles_k else np.zeros((L, 0)),
         "null_angles_deg": null.reshape(-1).numpy(),
-        "qk_sv": spec.sv.numpy(),
-        "qk_edge": spec.bulk_edge.numpy(),
-        "mm_cross": cross.numpy(),
+        "qk_sv": spec.sv.cpu().numpy(),
+        "qk_edge": spec.bulk_edge.cpu().numpy(),
+        "mm_cross": cross.cpu().numpy(),
     }
     return Diagnosis(
         meta=heads.summary(),

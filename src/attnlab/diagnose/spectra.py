@@ -116,7 +116,7 @@ def qk_spectra(W_Q: torch.Tensor, W_K: torch.Tensor, scale: torch.Tensor | float
         raise ValueError(f"W_Q: expected k <= d, got (d, k) = {(d, k)}")
     Ra, Rb = qk_triangular_factors(W_Q, W_K)
     sv = torch.linalg.svdvals(Ra @ Rb.transpose(-1, -2))  # (..., k) descending
-    sv = sv * torch.as_tensor(scale, dtype=_DT)[..., None]  # scale broadcasts over the leading dims
+    sv = sv * torch.as_tensor(scale, dtype=_DT, device=sv.device)[..., None]  # broadcasts over leading dims
     c = bulk_edge_ratio(int(d), int(k))
     edge = c * sv.median(dim=-1).values  # (...)
     out_mask = sv > edge[..., None]  # (..., k)

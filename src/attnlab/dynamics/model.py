@@ -180,7 +180,8 @@ class Heads:
         H = check_int("heads", heads, min=1)
         d = check_int("d", d, min=1)
         s = check_real("scale_norm", scale_norm, min=0.0)
-        G = torch.randn(H, d, d, generator=generator, dtype=dtype, device=device)  # (H, d, d)
+        G = torch.randn(H, d, d, generator=generator, dtype=dtype, device=_draw(generator, device))
+        G = G.to(device)  # (H, d, d) drawn where the generator lives
         M = 0.5 * (G + G.transpose(1, 2))
         M = M / torch.linalg.matrix_norm(M, ord=2)[:, None, None] * s
         return cls(M, M.clone(), label="random-symmetric", **cls._opts(kind, combine, scale))
@@ -218,10 +219,12 @@ class Heads:
         if generator is None:
             Q = torch.eye(d, dtype=dtype, device=device)
         else:
-            Q, _ = torch.linalg.qr(torch.randn(d, d, generator=generator, dtype=dtype, device=device))
+            G = torch.randn(d, d, generator=generator, dtype=dtype, device=_draw(generator, device))
+            Q, _ = torch.linalg.qr(G.to(device))  # (d, d)
         U = Q[:, : H * r].reshape(d, H, r).permute(1, 0, 2)  # (H, d, r) orthonormal blocks
         if random_within:
-            G = torch.randn(H, r, r, generator=generator, dtype=dtype, device=device)
+            G = torch.randn(H, r, r, generator=generator, dtype=dtype, device=_draw(generator, device))
+            G = G.to(device)  # (H, r, r)
             S = 0.5 * (G + G.transpose(1, 2))
             S = S / torch.linalg.matrix_norm(S, ord=2)[:, None, None]  # (H, r, r)
         else:
@@ -301,10 +304,17 @@ class Heads:
     def perturb_values(self, size: float, generator: torch.Generator | None = None) -> Heads:
         """``V_h = M_h + size * ||M_h||_op * G_h / ||G_h||_op`` with Gaussian ``G_h`` (Thm 12 probes)."""
         size = check_real("size", size, min=0.0)
-        G = torch.randn(self.M.shape, generator=generator, dtype=self.M.dtype, device=self.M.device)
+        draw = _draw(generator, self.M.device)
+        G = torch.randn(self.M.shape, generator=generator, dtype=self.M.dtype, device=draw).to(self.M.device)
         G = G / torch.linalg.matrix_norm(G, ord=2)[:, None, None]
         s = torch.linalg.matrix_norm(self.M, ord=2)[:, None, None]  # (H, 1, 1)
         return self.replace(V=self.M + size * s * G, label=self.label + "+perturbed")
+
+
+def _draw(generator: torch.Generator | None, device: str | torch.device) -> str | torch.device:
+    """Where random draws happen: on the generator's device (a CPU generator gives the same numbers
+    whatever device the heads live on), else on ``device``."""
+    return generator.device if generator is not None else device
 
 
 def _strengths(name: str, value: float | Sequence[float], H: int, dtype, device) -> torch.Tensor:

@@ -54,13 +54,15 @@ def budget_sweep(
     layout: str = "random",
     kernel: str = "gaussian",
     seed: int = 0,
+    device: str | torch.device = "cpu",
 ) -> BudgetSweep:
     """Integrated MSE of the uniform ensemble for each split ``D = H · d_k``.
 
     Every split sees the same queries and training samples (common random numbers: the
     generator is re-seeded per split), so differences between splits are not sampling noise
     of the data. Projections: ``layout`` frames scaled by ``c``; the default bandwidth
-    convention ``scale = 1/√d_k``.
+    convention ``scale = 1/√d_k``. Random draws use CPU generators (the same numbers on every
+    device); the Monte Carlo kernel sums run on ``device``.
     """
     ks = budget_splits(D)
     mse, b2, vp = [], [], []
@@ -68,8 +70,8 @@ def budget_sweep(
         H = D // k
         W = projection_layout(
             layout, H, task.d, k, c, generator=torch.Generator().manual_seed(seed + 7919 * k)
-        )
-        alpha = torch.full((H,), 1.0 / H, dtype=torch.float64)
+        ).to(device)  # (H, d, k) drawn and orthonormalised on CPU, then moved
+        alpha = torch.full((H,), 1.0 / H, dtype=torch.float64, device=device)
         dec = decompose(
             task, W, alpha, n_train, n_queries, reps, torch.Generator().manual_seed(seed), kernel=kernel
         )

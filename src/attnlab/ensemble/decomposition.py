@@ -160,6 +160,8 @@ def monte_carlo_predictions(
 
     Training samples are drawn in chunks of replications so that inputs and scores stay bounded
     (``max_elems`` scores at once; ``rep_chunk`` samples drawn at once, default: as many as fit).
+    The computation runs on ``queries``' device (``W_K``, ``W_Q`` must be there too); samples are
+    drawn on the generator's device and moved, so a CPU generator gives the same draws everywhere.
 
     Returns
     -------
@@ -172,10 +174,13 @@ def monte_carlo_predictions(
     m = queries.shape[0]
     if rep_chunk is None:
         rep_chunk = max(1, min(reps, max_elems // max(1, H * m * n_train)))
-    out = torch.empty(reps, H, m, dtype=queries.dtype, device=queries.device)
+    dev = queries.device
+    draw = _draw_device(generator, dev)
+    out = torch.empty(reps, H, m, dtype=queries.dtype, device=dev)
     for r0 in range(0, reps, rep_chunk):  # replications in chunks; each chunk fully vectorised
         r1 = min(reps, r0 + rep_chunk)
-        X, y = task.sample(n_train, generator, batch=(r1 - r0,), dtype=queries.dtype, device=queries.device)
+        X, y = task.sample(n_train, generator, batch=(r1 - r0,), dtype=queries.dtype, device=draw)
+        X, y = X.to(dev), y.to(dev)  # (b, N, d), (b, N) drawn where the generator lives
         out[r0:r1] = head_predictions(queries, X, y, W_K, W_Q, scale, kernel, max_elems=max_elems)
     return out
 
@@ -220,9 +225,16 @@ def decompose(
     check_tensor("W_K", W_K, ndim=3)
     if W_K.shape[1] != task.d:
         raise ValueError(f"W_K: expected input dimension {task.d} (the task's d), got {W_K.shape[1]}")
-    Q = task.sample_x(n_queries, generator, dtype=W_K.dtype, device=W_K.device)  # (m, d)
+    Q = task.sample_x(n_queries, generator, dtype=W_K.dtype, device=_draw_device(generator, W_K.device))
+    Q = Q.to(W_K.device)  # (m, d)
     preds = monte_carlo_predictions(task, W_K, n_train, Q, reps, generator, W_Q, scale, kernel, max_elems)
     return decompose_predictions(preds, task.f(Q), alpha.to(W_K))
+
+
+def _draw_device(generator: torch.Generator | None, device: torch.device) -> torch.device:
+    """Where random draws happen: on the generator's device (so that a CPU generator gives the same
+    numbers whatever device computes), else on ``device``."""
+    return generator.device if generator is not None else device
 
 
 def equicorrelated_variance(V: float, rho: float, H: int) -> float:

@@ -31,12 +31,17 @@ LAYOUTS = ("random", "orthogonal", "shared", "controlled")
 
 
 def _frames(n: int, d: int, k: int, generator, dtype, device) -> torch.Tensor:
-    """n independent uniformly random frames (n, d, k): orthonormal columns, or rows if k > d."""
+    """n independent uniformly random frames (n, d, k): orthonormal columns, or rows if k > d.
+
+    The Gaussian draws happen on the generator's device (``device`` without one) and are moved to
+    ``device``, where the QR runs.
+    """
+    draw = generator.device if generator is not None else device
     if k <= d:
-        G = torch.randn(n, d, k, generator=generator, dtype=dtype, device=device)  # (n, d, k)
+        G = torch.randn(n, d, k, generator=generator, dtype=dtype, device=draw).to(device)  # (n, d, k)
         Q, _ = torch.linalg.qr(G)
         return Q
-    G = torch.randn(n, k, d, generator=generator, dtype=dtype, device=device)  # (n, k, d)
+    G = torch.randn(n, k, d, generator=generator, dtype=dtype, device=draw).to(device)  # (n, k, d)
     Q, _ = torch.linalg.qr(G)  # (n, k, d) orthonormal columns
     return Q.transpose(-1, -2)  # (n, d, k) orthonormal rows
 
@@ -71,7 +76,7 @@ def projection_layout(
         Pairwise principal angle in degrees, ``[0, 90]`` (``controlled`` only).
     generator : torch.Generator, optional
     dtype, device
-        Of the result (random draws happen on ``device``).
+        Of the result (random draws happen on the generator's device, then move to ``device``).
 
     Returns
     -------
