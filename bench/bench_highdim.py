@@ -118,3 +118,23 @@ def test_J_vs_scipy_quad(benchmark):
         f"\nJ: ours {ours * 1e3:.2f} ms, adaptive scipy quad of the cubic density {t_ref * 1e3:.1f} ms, "
         f"ratio {t_ref / ours:.1f}; |diff| {abs(ref - jv.J):.2e}"
     )
+
+
+@pytest.mark.benchmark(group="highdim")
+def test_state_evolution_multistart_cost(benchmark):
+    # the cost of `starts="auto"` (four spread starts + a stability check per distinct fixed point)
+    # against one solve from the default start, same nodes, same run
+    torch.set_num_threads(1)
+    fp = benchmark.pedantic(lambda: state_evolution(SETTING, ALPHA, starts="auto"), rounds=1, iterations=1)
+    multi = benchmark.stats.stats.mean
+    t0 = time.perf_counter()
+    one = state_evolution(SETTING, ALPHA)
+    single = time.perf_counter() - t0
+    rel = max(abs(a - b) / abs(b) for a, b in zip(fp.params, one.params))
+    benchmark.extra_info.update(
+        {"multi_s": multi, "single_s": single, "ratio": multi / single, "candidates": len(fp.candidates)}
+    )
+    print(
+        f"\nmulti-start {multi:.2f} s ({len(fp.candidates)} distinct fixed point(s), stable={fp.stable}) "
+        f"vs one start {single:.2f} s: ratio {multi / single:.1f}; max relative gap {rel:.1e}"
+    )

@@ -69,25 +69,61 @@ def test_interp_and_pr_verdicts():
     assert cp.verdict(rows).status == "fails"
 
 
-def test_scaling_verdict_fits_the_slope():
+def _sl_rows(theory_exp, sim_exp, sim_d=100, seeds=3, noise=(0.0, 0.01, -0.01)):
+    # exact power laws in n/d, the simulation with a small multiplicative seed-to-seed scatter
+    rows = [
+        _row(
+            {"side": "theory", "alpha": a, "d": 200, "gamma": 1.0, "noise": 0.1, "rep": 0},
+            {"excess": (a * 200) ** theory_exp, "converged": True},
+        )
+        for a in (0.02, 0.04, 0.08)
+    ]
+    for rep in range(seeds):
+        for i, a in enumerate((0.08, 0.16, 0.32)):
+            n_over_d = a * sim_d
+            rows.append(
+                _row(
+                    {"side": "simulation", "alpha": a, "d": sim_d, "gamma": 1.0, "noise": 0.1, "rep": rep},
+                    {"excess": n_over_d**sim_exp * (1 + noise[rep % 3] * (i - 1)), "converged": True},
+                )
+            )
+    return rows
+
+
+def test_scaling_verdict_fits_both_sides():
     c = _claim("highdim.scaling-law")
-    rows = [
-        _row(
-            {"alpha": a, "d": 100, "gamma": 1.0, "noise": 0.1},
-            {"excess": (a * 100) ** -0.5, "converged": True},
-        )
-        for a in (0.02, 0.04, 0.08)
-    ]
-    v = c.verdict(rows)
-    assert v.status == "holds" and v.numbers["slope_g1.0"] == pytest.approx(-0.5)
-    rows = [
-        _row(
-            {"alpha": a, "d": 100, "gamma": 1.0, "noise": 0.1},
-            {"excess": (a * 100) ** -1.0, "converged": True},
-        )
-        for a in (0.02, 0.04, 0.08)
-    ]
-    assert c.verdict(rows).status == "fails"
+    v = c.verdict(_sl_rows(-0.5, -0.5))
+    assert v.status == "holds"
+    # the theory rows are exact powers: polyfit returns the exponent to rounding
+    assert v.numbers["slope_g1.0"] == pytest.approx(-0.5, abs=1e-12)
+    # the seed scatter (±1% tilts) averages out of the mean curve to < 1e-3 in the slope
+    assert v.numbers["sim_slope_g1.0"] == pytest.approx(-0.5, abs=1e-3)
+    assert v.numbers["theory_agrees"] and v.numbers["simulation_agrees"]
+    assert "theory side agrees, simulation side agrees" in v.note
+    # the theory side off the predicted exponent: fails, whatever the simulation says
+    v = c.verdict(_sl_rows(-1.0, -0.5))
+    assert v.status == "fails" and "theory side disagrees" in v.note
+    # the simulation off at a small d: too thin to decide; at d = 100 with 3 seeds: fails
+    assert c.verdict(_sl_rows(-0.5, -1.0, sim_d=50)).status == "inconclusive"
+    assert c.verdict(_sl_rows(-0.5, -1.0, sim_d=100)).status == "fails"
+    # one side only: the claim asks for both
+    theory_only = [r for r in _sl_rows(-0.5, -0.5) if r.params["side"] == "theory"]
+    v = c.verdict(theory_only)
+    assert v.status == "inconclusive" and "simulation side not run" in v.note
+    figs = c.figures(_sl_rows(-0.5, -0.5))
+    ax = figs["scaling_law"].axes[0]
+    assert ax.get_xlabel() and ax.get_ylabel() and len(ax.get_lines()) == 3  # theory, Adam, prediction
+
+
+def test_scaling_simulation_point_is_a_paired_excess(one_thread):
+    from attnlab.claims.base import Point
+
+    c = _claim("highdim.scaling-law")
+    params = {"side": "simulation", "alpha": 0.3, "d": 10, "gamma": 1.0, "noise": 0.1, "lam": 1e-3}
+    r = c.run(Point(c.id, "quick", params | {"max_steps": 200, "n_test": 500, "rep": 0}, 7, c.version))
+    m = r.metrics
+    assert m["excess"] == pytest.approx(m["test_error"] - m["e0"], abs=1e-15)
+    assert m["e0"] > 0 and m["steps"] <= 200
 
 
 @pytest.fixture

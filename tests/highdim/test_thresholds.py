@@ -57,3 +57,14 @@ def test_thresholds_bundle():
     assert math.isnan(thresholds(0.5, 0.0, 2).alpha_interp)
     with pytest.raises(ValueError, match="kappa0"):
         thresholds(-1, 0.5, 2)
+
+
+def test_tiny_noise_limit_rate():
+    # Δ down to 2e-8 (δ̄ ≈ 0.005): each 10× smaller Δ divides the gap to (1 + 2κ0 − κ0²)/4 by 10^{1/3}
+    # (ratio 0.4642) up to sub-leading terms, which shrink with Δ; 0.46..0.48 holds from Δ = 2e-6 on
+    k0 = 0.5
+    lim = (1 + 2 * k0 - k0 * k0) / 4
+    gaps = [lim - alpha_bar(interpolation_threshold(k0, D, 2)[0], 2) for D in (2e-6, 2e-7, 2e-8)]
+    assert all(g > 0 for g in gaps)
+    for g1, g2 in zip(gaps, gaps[1:]):
+        assert 0.46 < g2 / g1 < 0.48

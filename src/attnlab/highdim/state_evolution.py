@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -39,6 +40,7 @@ __all__ = [
     "state_evolution",
     "sweep",
     "stability",
+    "select_fixed_point",
     "PredictedSpectrum",
     "predicted_spectrum",
 ]
@@ -140,10 +142,35 @@ class Setting:
         return lam_from_lam_tilde(self.lam, self.kappa)
 
     def to_dict(self) -> dict:
+        """Plain JSON-able fields; ``target`` as the list of its eigenvalues (or None)."""
         d = asdict(self)
         d.pop("target")
         d["target"] = None if self.target is None else self.target.eigenvalues.tolist()
         return d
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Setting:
+        """Inverse of :meth:`to_dict` (missing keys take their defaults; ``target`` is a list of
+        eigenvalues, a :class:`DiscreteSpectrum` or None)."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"data: expected a mapping of Setting fields, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(
+                f"data: expected keys among {', '.join(sorted(known))}, got unknown key {unknown[0]!r}"
+            )
+        kw = dict(data)
+        t = kw.get("target")
+        if t is not None and not isinstance(t, DiscreteSpectrum):
+            arr = np.asarray(t, dtype=float) if isinstance(t, (list, tuple, np.ndarray)) else None
+            if arr is None:
+                got = type(t).__name__
+                raise ValueError(
+                    f"target: expected a list of eigenvalues, a DiscreteSpectrum or None, got {got}"
+                )
+            kw["target"] = DiscreteSpectrum(arr)
+        return cls(**kw)
 
 
 @dataclass(frozen=True)
@@ -171,9 +198,15 @@ class FixedPoint:
     iterations: int
     converged: bool
     max_rel_change: float
+    #: local stability (:attr:`Stability.attracting`) when checked (multi-start solves), else None
+    stable: bool | None = None
+    #: the distinct fixed points a multi-start solve found (this one among them); empty for one start
+    candidates: tuple[FixedPoint, ...] = field(default=(), repr=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = {k: v for k, v in asdict(self).items() if k != "candidates"}
+        d["candidates"] = [{k: v for k, v in asdict(c).items() if k != "candidates"} for c in self.candidates]
+        return d
 
     @property
     def params(self) -> tuple[float, float, float, float, float, float]:
@@ -186,13 +219,22 @@ class Stability:
 
     ``radius_undamped``: spectral radius of the Jacobian of the undamped map ``(q, m, Σ) -> (q, m, Σ)``
     (finite differences, same nodes); ``radius_damped``: the same for the damped map used by the solver.
-    ``stable`` means the damped iteration is locally attracting (``radius_damped < 1``).
+    ``stable`` means the damped iteration is locally attracting (``radius_damped < 1``); see also
+    :attr:`attracting` (damping-independent).
     """
 
     radius_undamped: float
     radius_damped: float
     eigenvalues: tuple[complex, ...]
     stable: bool
+
+    @property
+    def attracting(self) -> bool:
+        """True when some damping makes the iteration locally attracting: every eigenvalue ``λ`` of the
+        undamped Jacobian has ``Re λ < 1`` (then ``|d + (1 − d) λ| < 1`` for ``d`` close enough to 1).
+        This is the criterion used to choose among several fixed points; it does not depend on the
+        damping a solve happened to use."""
+        return all(ev.real < 1 for ev in self.eigenvalues)
 
 
 def flat_to_matrix_map(T: int) -> torch.Tensor:
@@ -358,6 +400,7 @@ def state_evolution(
     alpha: float,
     *,
     init: FixedPoint | Sequence[float] | None = None,
+    starts: str | Sequence[FixedPoint | Sequence[float]] | None = None,
     damping: float = 0.3,
     tol: float = 1e-6,
     max_iter: int = 500,
@@ -375,6 +418,18 @@ def state_evolution(
         ``n/d²``, > 0.
     init : FixedPoint or (q, m, Σ) or None
         Warm start (e.g. the neighbouring point of a sweep).
+    starts : "auto", a sequence of starts, or None
+        Several fixed points (THEORY.md C3: "take the one with the lowest training loss that is
+        stable"). None (the default): one solve from ``init`` (or the default start), no stability check
+        — the cost of one point. ``"auto"``: solve from well-spread starts — the warm start ``init`` when
+        given, the default start ``(Q0/2, 0.4 Q0, 1)``, an uninformed one (small ``q`` and ``m``) and one
+        near perfect recovery (``q ≈ m ≈ Q0``, small ``Σ``) — about four times the cost of one solve
+        plus one stability check (six map evaluations) per distinct fixed point. A sequence: solve from
+        each of those starts (FixedPoint or (q, m, Σ); ``init`` is added first when given). In both
+        cases every converged solution is checked for local stability (:func:`stability`, criterion
+        :attr:`Stability.attracting`), solutions within relative 1e-3 of each other in ``(q, m, Σ)`` are
+        merged, and the stable one with the lowest training loss is returned (:func:`select_fixed_point`),
+        with ``stable`` set and the distinct candidates in ``candidates``.
     damping : float
         Weight of the old value in each update, in [0, 1); a run that does not converge is retried with
         the damping raised by 0.3 (up to 0.9).
@@ -386,6 +441,8 @@ def state_evolution(
         Number of fixed quasi-random nodes of the output expectation.
     seed : int
         Scrambling seed of the nodes.
+    channel : OutputChannel, optional
+        Precomputed nodes for ``setting`` (sweeps share one).
 
     Returns
     -------
@@ -395,13 +452,87 @@ def state_evolution(
     damping = check_real("damping", damping, min=0.0, max=1.0, max_open=True)
     tol = check_real("tol", tol, min=0.0, min_open=True)
     max_iter = check_int("max_iter", max_iter, min=1)
+    start_list = _starts(setting, init, starts)
     with _one_thread():
+        if start_list is None:
+            return _solve_retry(setting, alpha, init, damping, tol, max_iter, nodes, seed, channel)
+        ch = channel if channel is not None else OutputChannel(setting, nodes, seed)
+        found: list[FixedPoint] = []
+        for st in start_list:
+            fp = _solve_retry(setting, alpha, st, damping, tol, max_iter, nodes, seed, ch)
+            if fp.converged and not any(_same_point(fp, o) for o in found):
+                found.append(fp)
+        if not found:  # nothing converged: report the first start's attempt, unchecked
+            return _solve_retry(setting, alpha, start_list[0], damping, tol, max_iter, nodes, seed, ch)
+        checked = [replace(f, stable=stability(setting, f, channel=ch).attracting) for f in found]
+        best = checked[select_fixed_point(checked)]
+        return replace(best, candidates=tuple(checked))
+
+
+def _starts(setting: Setting, init, starts) -> list | None:
+    """The list of starts of a multi-start solve (None for a single solve)."""
+    if starts is None:
+        return None
+    q0 = setting.q0
+    out: list = [] if init is None else [init]
+    if isinstance(starts, str):
+        if starts != "auto":
+            raise ValueError(f"starts: expected 'auto', a sequence of starts or None, got {starts!r}")
+        out += [(0.5 * q0, 0.4 * q0, 1.0), (0.05 * q0, 0.02 * q0, 1.0), (0.98 * q0, 0.97 * q0, 0.05)]
+        return out
+    try:
+        items = list(starts)
+    except TypeError:
+        raise ValueError(
+            f"starts: expected 'auto', a sequence of starts or None, got {type(starts).__name__}"
+        ) from None
+    for i, st in enumerate(items):
+        if isinstance(st, FixedPoint):
+            out.append(st)
+            continue
+        v = np.asarray(st, dtype=float).ravel()
+        if v.size != 3 or not np.all(np.isfinite(v)) or v[0] <= 0 or v[2] <= 0 or v[1] ** 2 >= q0 * v[0]:
+            raise ValueError(
+                f"starts[{i}]: expected a FixedPoint or (q, m, Σ) with q > 0, Σ > 0 and m² < Q0 q, got {st!r}"
+            )
+        out.append(tuple(float(x) for x in v))
+    if not out:
+        raise ValueError("starts: expected at least one start, got an empty sequence")
+    return out
+
+
+def _same_point(a: FixedPoint, b: FixedPoint, rtol: float = 1e-3) -> bool:
+    x, y = np.array([a.q, a.m, a.sigma]), np.array([b.q, b.m, b.sigma])
+    return bool(np.all(np.abs(x - y) <= rtol * np.maximum(np.abs(x), np.abs(y))))
+
+
+def select_fixed_point(candidates: Sequence[FixedPoint]) -> int:
+    """Index of the fixed point to report among ``candidates`` (THEORY.md C3).
+
+    The rule: among converged candidates whose ``stable`` is True, the lowest ``train_loss``; when none
+    is known to be stable, the lowest training loss among the converged ones whose stability is
+    unknown (``stable`` None); then among all converged ones; then among all.
+    """
+    if not candidates:
+        raise ValueError("candidates: expected at least one FixedPoint, got none")
+    idx = list(range(len(candidates)))
+    tiers = (
+        [i for i in idx if candidates[i].converged and candidates[i].stable is True],
+        [i for i in idx if candidates[i].converged and candidates[i].stable is None],
+        [i for i in idx if candidates[i].converged],
+        idx,
+    )
+    pool = next(t for t in tiers if t)
+    return min(pool, key=lambda i: candidates[i].train_loss)
+
+
+def _solve_retry(setting, alpha, init, damping, tol, max_iter, nodes, seed, channel) -> FixedPoint:
+    fp = _solve(setting, alpha, init, damping, tol, max_iter, nodes, seed, channel)
+    # an iteration that left the valid region (or stalled) is retried with stronger damping
+    while not fp.converged and damping < 0.85:
+        damping = min(0.9, damping + 0.3)
         fp = _solve(setting, alpha, init, damping, tol, max_iter, nodes, seed, channel)
-        # an iteration that left the valid region (or stalled) is retried with stronger damping
-        while not fp.converged and damping < 0.85:
-            damping = min(0.9, damping + 0.3)
-            fp = _solve(setting, alpha, init, damping, tol, max_iter, nodes, seed, channel)
-        return fp
+    return fp
 
 
 def _solve(setting, alpha, init, damping, tol, max_iter, nodes, seed, channel) -> FixedPoint:
@@ -505,13 +636,17 @@ def stability(
     nodes: int = 4096,
     seed: int = 0,
     step: float = 1e-5,
+    channel: OutputChannel | None = None,
 ) -> Stability:
     """Local stability of the fixed point ``fp`` under the state-evolution map.
 
     The map is ``F(q, m, Σ)``: output equations then prior equations, undamped. Its Jacobian is taken by
-    central finite differences (relative step ``step``) on the same quasi-random nodes.
+    central finite differences (relative step ``step``) on the same quasi-random nodes (``channel``, or
+    ``nodes`` nodes with scrambling ``seed``). ``damping`` only sets ``radius_damped`` and ``stable``.
     """
-    ch = OutputChannel(setting, nodes, seed)
+    damping = check_real("damping", damping, min=0.0, max=1.0, max_open=True)
+    step = check_real("step", step, min=0.0, min_open=True)
+    ch = channel if channel is not None else OutputChannel(setting, nodes, seed)
 
     def F(x: np.ndarray) -> np.ndarray:
         qh, mh, sh, _ = ch.hats(x[0], x[1], x[2], fp.alpha)
