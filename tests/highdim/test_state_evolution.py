@@ -96,9 +96,10 @@ def test_lam_conversion_round_trip():
 
 @pytest.mark.slow
 def test_node_count_convergence():
-    # 16× more nodes change the test error by less than 0.5% (the speed target of the issue)
+    # 8× more nodes change the test error by less than 0.5% (the issue's 16× check at 4096 nodes,
+    # the solver's default, runs in bench/bench_highdim.py; 8× keeps this test under ~15 s)
     a = state_evolution(REF, 0.5, nodes=2048)
-    b = state_evolution(REF, 0.5, nodes=32768)
+    b = state_evolution(REF, 0.5, nodes=16384)
     assert a.test_error == pytest.approx(b.test_error, rel=5e-3)
 
 

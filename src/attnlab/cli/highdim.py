@@ -120,12 +120,16 @@ def train(
     from attnlab.highdim import TrainConfig, simulate
 
     cfg = TrainConfig(max_steps=max_steps)
-    with Progress(console=err_console, transient=True, disable=json_out) as bar:
-        task_id = bar.add_task("Adam", total=max_steps)
+    # the bar starts with the first step, so bad input fails with one line and no bar residue
+    bar = Progress(console=err_console, transient=True, disable=json_out)
+    task_id = bar.add_task("Adam", total=max_steps)
 
-        def cb(step: int, loss: float) -> None:
-            bar.update(task_id, completed=step, description=f"Adam loss/d²={loss:.5f}")
+    def cb(step: int, loss: float) -> None:
+        if not bar.live.is_started:
+            bar.start()
+        bar.update(task_id, completed=step, description=f"Adam loss/d²={loss:.5f}")
 
+    try:
         r = simulate(
             d,
             alpha,
@@ -140,6 +144,9 @@ def train(
             config=cfg,
             progress=cb,
         )
+    finally:
+        if bar.live.is_started:
+            bar.stop()
     out = r.to_dict() | {"d": d, "alpha": alpha, "lam_tilde": lam}
     if json_out:
         emit_json(out)
