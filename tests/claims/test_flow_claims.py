@@ -63,6 +63,27 @@ def test_energy_identity_claim_holds_and_failed_rows_noted():
     v = c.verdict(rows)
     assert v.status == "holds" and v.numbers["max_rel_err_identity"] < 1e-8
     assert "1 failed" in v.note
+    table = v.numbers["softmax_by_setting"]
+    assert table and all(row["at_t0"] is not None for row in table.values())
+    for row in table.values():  # nested thresholds: a stricter threshold never counts fewer
+        rates = [row[f"traj_{t:g}"] for t in flow._THRESHOLDS]
+        assert rates == sorted(rates, reverse=True)
+        assert row["euler_E_drop"] is not None
+    assert c.figures(rows)
+
+
+def test_energy_softmax_single_point_metrics():
+    c = _claim("flow.energy-monotone")
+    p = next(
+        p
+        for p in c.points("quick", overrides={"batch": 4, "head_draws": 1})
+        if p.params["mode"] == "softmax" and p.params["heads"] == 2 and p.params["d"] == 4
+    )
+    m = c.run(p).metrics
+    assert set(m["violation_rate_by_threshold"]) == {f"{t:g}" for t in flow._THRESHOLDS}
+    q = list(m["min_rel_rate_quantiles"].values())
+    assert q == sorted(q) and q[0] == pytest.approx(m["min_rel_rate"])
+    assert 0.0 <= m["euler_step_drop_rate"] <= m["euler_drop_rate"] <= 1.0
 
 
 def test_energy_verdict_fails_on_large_error():
@@ -87,6 +108,17 @@ def test_value_perturbation_verdict_logic():
     assert c.verdict([mk(0.0, 0), mk(0.01, 0), mk(0.1, 5)]).status == "holds"
     assert c.verdict([mk(0.0, 0), mk(0.01, 3), mk(0.1, 5)]).status == "fails"
     assert c.verdict([mk(0.0, 0), mk(0.1, 5)]).status == "inconclusive"
+    assert "Reading (THEORY.md B2)" in c.verdict([mk(0.0, 0), mk(0.01, 3), mk(0.1, 5)]).note
+
+
+def test_value_perturbation_scale_statistics():
+    c = _claim("flow.value-perturbation")
+    rows = _rows(c, override={"batch": 16, "head_draws": 2, "size": [0.0, 0.01, 1.0]})
+    v = c.verdict(rows)
+    floor = [x for x in v.numbers["max_violation_over_quadratic_floor_by_size"].values() if x is not None]
+    assert all(x <= 1.0 + 1e-9 for x in floor)  # dE/dt >= -floor exactly
+    assert v.numbers["max_relative_violation_by_size"]["0.0"] == 0.0
+    assert "Reading" in v.note
 
 
 def test_equiangular_claim():
@@ -119,6 +151,14 @@ def test_radial_shadow_claim():
     v = c.verdict(rows)
     assert v.numbers["flat_violation_rate"] == 0.0
     assert v.numbers["form1_equals_sign_fraction"] == 1.0
+    table = v.numbers["scan_rates_dE1_and_any"]
+    assert set(table) == {"random", "scalar"}
+    for by_beta in table.values():
+        for rates in by_beta.values():
+            assert all(0.0 <= r1 <= rany <= 1.0 for r1, rany in rates.values())
+    top = v.numbers["scan_largest_dE1_rates"]
+    assert top and top[0]["dE1_negative"] >= top[-1]["dE1_negative"]
+    assert c.figures(rows)
 
 
 def test_relu_claim_linearised_part():

@@ -127,3 +127,33 @@ def test_cluster_statistics():
     assert int(n_clusters(chain.double())[0]) == 1  # linked through the middle token
     y = init.equiangular(batch=2, n=5, d=6, gamma=0.3, seed=0)
     torch.testing.assert_close(mean_gamma(y), torch.full((2,), 0.3, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("space", ["sphere", "flat"])
+@pytest.mark.parametrize("combine", ["sum", "mean"])
+def test_perturbation_split_matches_autograd_and_floor(space, combine):
+    from attnlab.dynamics import perturbation_split
+
+    g = torch.Generator().manual_seed(3)
+    base = Heads.random_symmetric(3, 5, generator=g, kind="usa", combine=combine)
+    spec = base.perturb_values(0.3, generator=g)
+    x = init.uniform(batch=4, n=7, d=5, generator=g)
+    s = perturbation_split(spec, x, 1.5, space)
+    v = velocity(spec, x, 1.5, space)
+    ref = directional(total_energy(spec, 1.5), x, v)
+    assert torch.allclose(s.rate, ref, rtol=1e-10, atol=1e-14)
+    assert torch.allclose(s.rate, s.dissipation - s.cross)
+    assert bool((s.rate >= -s.floor - 1e-14).all())
+    # aligned values: no perturbation term, the Thm 11 identity
+    s0 = perturbation_split(base, x, 1.5, space)
+    assert float(s0.cross.abs().max()) == 0.0 and float(s0.floor.abs().max()) == 0.0
+    assert torch.allclose(s0.rate, s0.dissipation)
+
+
+def test_perturbation_split_rejects_softmax():
+    from attnlab.dynamics import perturbation_split
+
+    spec = Heads.scalar([1.0], d=3, kind="softmax")
+    x = init.uniform(batch=1, n=4, d=3, seed=0)
+    with pytest.raises(ValueError, match="usa"):
+        perturbation_split(spec, x, 1.0)

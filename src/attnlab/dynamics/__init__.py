@@ -28,6 +28,7 @@ from attnlab.dynamics.integrate import (
 from attnlab.dynamics.model import Heads
 from attnlab.dynamics.observables import (
     EnergyRates,
+    PerturbationSplit,
     RadialDominance,
     cluster_fraction,
     energy,
@@ -37,6 +38,7 @@ from attnlab.dynamics.observables import (
     log_energy,
     mean_gamma,
     n_clusters,
+    perturbation_split,
     radial_dominance,
     radial_shadows,
 )
@@ -50,6 +52,7 @@ __all__ = [
     "EnergyRates",
     "Flat",
     "Heads",
+    "PerturbationSplit",
     "RadialDominance",
     "Record",
     "Solution",
@@ -72,6 +75,7 @@ __all__ = [
     "n_clusters",
     "observables",
     "projections",
+    "perturbation_split",
     "radial_dominance",
     "radial_shadows",
     "rk4_step",

@@ -26,6 +26,8 @@ __all__ = [
     "energy_rates",
     "radial_shadows",
     "radial_dominance",
+    "PerturbationSplit",
+    "perturbation_split",
     "entropy",
     "entropy_rate",
     "gram",
@@ -130,6 +132,52 @@ def energy_rates(
     log_tot = torch.logsumexp(log_E, dim=-1)
     rel_tot = (torch.softmax(log_E, dim=-1) * rel).sum(-1)
     return EnergyRates(log_E, rel, log_tot, rel_tot)
+
+
+@dataclass(frozen=True)
+class PerturbationSplit:
+    """``dE_multi/dt`` split into dissipation and perturbation terms (usa kind, symmetric ``M_h``).
+
+    With ``p_i = sum_h f_i^h(V_h - M_h)`` (the head outputs with values ``V_h - M_h``) and ``k`` the
+    velocity factor (head combination times velocity scale), ``ẋ_i = k P⊥(G_i + p_i)`` where
+    ``G_i = sum_h f_i^h(M_h) = n grad_{x_i} E_multi``, hence
+
+    ``dE/dt = dissipation - cross``, ``dissipation = (1/(n k)) sum_i ||ẋ_i||^2``,
+    ``cross = (1/n) sum_i <P⊥ p_i, ẋ_i>``, and completing the square
+    ``dE/dt >= -floor``, ``floor = (k/(4n)) sum_i ||P⊥ p_i||^2`` (quadratic in the perturbation).
+    All (B,); ``rate`` = ``dissipation - cross``.
+    """
+
+    rate: torch.Tensor
+    dissipation: torch.Tensor
+    cross: torch.Tensor
+    floor: torch.Tensor
+
+
+def perturbation_split(
+    spec: Heads, x: torch.Tensor, beta: float, space: str | Space = "sphere"
+) -> PerturbationSplit:
+    """Split ``dE_multi/dt`` at ``x`` (B, n, d) for perturbed values ``V_h != M_h`` (THEORY.md B2, Thm 12).
+
+    Requires the ``usa`` kind and symmetric ``M_h`` (where ``grad E_multi = sum_h f^h(M_h)/n``).
+    """
+    beta = _check(spec, x, beta)
+    if spec.kind != "usa" or not spec.symmetric:
+        raise ValueError(
+            f"spec: expected the usa kind with symmetric M_h, got kind {spec.kind!r}, "
+            f"symmetric={spec.symmetric}"
+        )
+    sp = get_space(space)
+    n = x.shape[1]
+    k = spec.head_factor() * spec.velocity_factor(n)
+    f = head_outputs(spec, x, beta, fused=False)  # (B, H, n, d)
+    xdot = velocity(spec, x, beta, sp, f=f)  # (B, n, d)
+    pert = head_outputs(spec.replace(V=spec.V - spec.M), x, beta, fused=False).sum(1)  # (B, n, d)
+    pt = sp.tangent(x, pert)  # (B, n, d): P⊥ p_i (identity in flat space)
+    diss = (xdot * xdot).sum((-2, -1)) / (n * k)
+    cross = (pt * xdot).sum((-2, -1)) / n
+    floor = k * (pt * pt).sum((-2, -1)) / (4 * n)
+    return PerturbationSplit(diss - cross, diss, cross, floor)
 
 
 def radial_shadows(f: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
