@@ -159,3 +159,37 @@ def test_weighting_verdict_on_constructed_rates():
     v = WEIGHTING.verdict(rows)
     assert v.status == "holds"
     assert v.numbers["slope_mean"]["geometric"] == pytest.approx(-0.5, abs=1e-9)
+
+
+def test_decorrelation_verdict_per_objective_and_only_where_training_helped():
+    s = [8, 3, 2, "bump", 0.5, 600, 1.5]
+
+    def rows(objective: str, init: float, plain: float, pen: float) -> list[Row]:
+        return [
+            _fake(
+                DECORRELATION_OPTIMAL,
+                {"setting": s, "objective": objective, "penalty": 1.0, "rep": i},
+                {
+                    "test_mse_init": init + 0.01 * i,
+                    "test_mse_plain": plain + 0.01 * i,
+                    "test_mse_penalised": pen + 0.013 * i,
+                    **{f"hdi_{k}": 0.5 for k in ("init", "plain", "penalised")},
+                    "objective_plain": 0.3,
+                    "best_step_plain": 10,
+                    "best_step_penalised": 12,
+                },
+                {k: np.linspace(1, 0.5, 5) for k in ("val_plain", "val_penalised")},
+            )
+            for i in range(4)
+        ]
+
+    helped = DECORRELATION_OPTIMAL.verdict(rows("loo", 0.3, 0.1, 0.05))
+    assert helped.status == "holds", helped
+    hurt = DECORRELATION_OPTIMAL.verdict(rows("loo", 0.3, 0.1, 0.2) + rows("holdout", 0.3, 0.1, 0.05))
+    assert hurt.status == "fails"
+    labels = [k for k in hurt.numbers if isinstance(hurt.numbers[k], dict)]
+    assert sorted(hurt.numbers[k]["status"] for k in labels) == ["fails", "holds"]
+    # training made the test MSE worse: the penalty's gain is not counted as evidence
+    overfit = DECORRELATION_OPTIMAL.verdict(rows("loo", 0.3, 0.6, 0.4))
+    assert overfit.status == "inconclusive"
+    assert DECORRELATION_OPTIMAL.figures(rows("loo", 0.3, 0.1, 0.05))

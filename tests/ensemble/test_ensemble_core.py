@@ -79,6 +79,17 @@ def test_chunking_does_not_change_results_and_huge_scales_stay_finite():
     assert float(big.min()) >= float(y.min()) - 1e-12 and float(big.max()) <= float(y.max()) + 1e-12
 
 
+def test_gaussian_kernel_chunking_shares_the_keys_and_does_not_change_results():
+    g = _g(21)
+    Q, X = torch.randn(13, 4, generator=g, dtype=DT), torch.randn(5, 17, 4, generator=g, dtype=DT)
+    y = torch.randn(5, 17, generator=g, dtype=DT)
+    W = torch.randn(3, 4, 2, generator=g, dtype=DT)
+    for keys, vals in ((X, y), (X[0], y[0])):  # per-replication keys and one shared key set
+        a = head_predictions(Q, keys, vals, W, kernel="gaussian", max_elems=1 << 20)
+        b = head_predictions(Q, keys, vals, W, kernel="gaussian", max_elems=7)  # one query at a time
+        torch.testing.assert_close(a, b, rtol=1e-14, atol=1e-15)
+
+
 def test_head_predictions_validation():
     W = torch.randn(2, 3, 1, dtype=DT)
     with pytest.raises(ValueError, match="queries"):
@@ -322,6 +333,34 @@ def test_training_lowers_its_objective_and_the_penalty_raises_hdi():
     assert res.loss_history[-1] < res.loss_history[0]
     pen = train_projections(W0, X, y, penalty=2.0, steps=25, lr=0.05)
     assert diversity(pen.W).hdi > diversity(W0).hdi + 0.1
+
+
+def test_early_stopping_returns_the_best_validation_step():
+    t = RegressionTask(d=6, target="bump", noise=0.3)
+    X, y = t.sample(60, _g(22))
+    Xv, yv = t.sample(30, _g(23))
+    W0 = projection_layout("random", 2, 6, 2, c=1.5, generator=_g(24))
+    a = torch.full((2,), 0.5, dtype=DT)
+
+    def val(W):
+        return float(((a @ head_predictions(Xv, X, y, W, kernel="gaussian")) - yv).square().mean())
+
+    for obj in ("loo", "holdout"):
+        res = train_projections(W0, X, y, objective=obj, steps=20, lr=0.05, X_val=Xv, y_val=yv)
+        assert len(res.val_history) == len(res.loss_history) + 1 == 21  # before each step, after the last
+        assert res.best_step == int(torch.argmin(res.val_history))
+        assert val(res.W) == pytest.approx(float(res.val_history.min()), rel=1e-10)
+        assert float(res.val_history[0]) == pytest.approx(val(W0), rel=1e-10)
+    # steps far too large: validation MSE stops improving and patience ends training early
+    wild = train_projections(W0, X, y, steps=50, lr=5.0, X_val=Xv, y_val=yv, patience=2)
+    assert len(wild.loss_history) < 50 and len(wild.val_history) == len(wild.loss_history) + 1
+    assert wild.best_step == int(torch.argmin(wild.val_history))
+    plain = train_projections(W0, X, y, steps=3)
+    assert plain.val_history is None and plain.best_step is None
+    with pytest.raises(ValueError, match="X_val"):
+        train_projections(W0, X, y, steps=3, patience=2)
+    with pytest.raises(ValueError, match="y_val"):
+        train_projections(W0, X, y, steps=3, X_val=Xv)
 
 
 # ------------------------------------------------------------------------------------- budget

@@ -35,12 +35,26 @@ def resolve_scale(scale: float | None, d_k: int) -> float:
     return check_real("scale", scale, min=0.0, min_open=True)
 
 
+def _augmented_keys(pk: torch.Tensor, scale: float) -> torch.Tensor:
+    """Keys ``[p_k, 1, −scale‖p_k‖²/2]`` (B, H, N, k+2) for the Gaussian kernel's one-matmul scores;
+    computed once per batch chunk and shared by its query chunks."""
+    half = 0.5 * scale
+    return torch.cat([pk, torch.ones_like(pk[..., :1]), -half * pk.square().sum(-1, keepdim=True)], -1)
+
+
 def _kernel_average(
-    pq: torch.Tensor, pk: torch.Tensor, y2: torch.Tensor, scale: float, kernel: str, loo: bool
+    pq: torch.Tensor,
+    pk: torch.Tensor,
+    y2: torch.Tensor,
+    scale: float,
+    kernel: str,
+    loo: bool,
+    ka: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """NW averages for one chunk.
 
-    pq (B, H, m, k), pk (B, H, N, k), y2 (B, 1, N, 2) = [y, 1]. Returns (B, H, m).
+    pq (B, H, m, k), pk (B, H, N, k), y2 (B, 1, N, 2) = [y, 1]; ``ka`` the Gaussian kernel's
+    augmented keys (:func:`_augmented_keys`, computed here when not given). Returns (B, H, m).
 
     Gaussian kernel: the exponent ``−scale‖p_q − p_k‖²/2 <= 0`` comes out of one augmented matmul,
     so no max pass is needed (one exp per score); rows whose every term underflows (all keys
@@ -52,7 +66,8 @@ def _kernel_average(
         qa = torch.cat(
             [scale * pq, -half * pq.square().sum(-1, keepdim=True), torch.ones_like(pq[..., :1])], -1
         )
-        ka = torch.cat([pk, torch.ones_like(pk[..., :1]), -half * pk.square().sum(-1, keepdim=True)], -1)
+        if ka is None:
+            ka = _augmented_keys(pk, scale)
         s = torch.matmul(qa, ka.transpose(-1, -2))  # (B, H, m, N)  = −scale‖p_q − p_k‖²/2
         if loo:
             s.diagonal(dim1=-2, dim2=-1).fill_(-math.inf)
@@ -175,7 +190,8 @@ def head_predictions(
         y2b = y2 if y2.shape[0] == 1 else y2[bs]
         if pqb.shape[0] == 1 and pkb.shape[0] == 1 and (bs.stop - bs.start) > 1:
             pqb = pqb.expand(bs.stop - bs.start, -1, -1, -1)
+        kab = _augmented_keys(pkb, sc) if kernel == "gaussian" else None  # shared by the query chunks
         for m0 in range(0, m, m_chunk):
             ms = slice(m0, min(m, m0 + m_chunk))
-            out[bs, :, ms] = _kernel_average(pqb[:, :, ms], pkb, y2b, sc, kernel, loo)
+            out[bs, :, ms] = _kernel_average(pqb[:, :, ms], pkb, y2b, sc, kernel, loo, kab)
     return out if batched else out[0]

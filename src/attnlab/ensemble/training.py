@@ -4,6 +4,10 @@ In-sample fit is the wrong objective for NW heads: each training point's own ker
 lets a head interpolate (a kernel that sees only the point itself has zero training error).
 ``objective="loo"`` drops each point's own term (the diagonal of the score matrix);
 ``objective="holdout"`` fits the NW memory on one part of the sample and the loss on the rest.
+Early stopping (optional): with a validation sample ``(X_val, y_val)`` kept out of training, the
+held-out ensemble MSE at ``X_val`` (NW memory: the whole training sample) is recorded before every
+step and after the last; the projections returned are those of the step with the lowest validation
+MSE, and training stops after ``patience`` steps without a new lowest value.
 An optional orthogonality penalty ``λ · mean_{h<h'} ‖W_hᵀW_h'‖_F² / (‖W_hᵀW_h‖_F ‖W_h'ᵀW_h'‖_F)``
 (the weight-form overlap, invariant to the projections' scale so that it does not act on the
 bandwidth) pushes the heads towards mutually orthogonal subspaces.
@@ -33,6 +37,8 @@ class TrainedProjections:
     penalty_history: torch.Tensor  # (steps,) penalty value (before the factor λ)
     objective: str
     penalty: float
+    val_history: torch.Tensor | None = None  # validation MSE before each step (and after the last)
+    best_step: int | None = None  # optimiser steps taken by the returned W (0: the initial projections)
 
 
 def _soft_predictions(
@@ -99,6 +105,9 @@ def train_projections(
     lr: float = 0.05,
     scale: float | None = None,
     kernel: str = "gaussian",
+    X_val: torch.Tensor | None = None,
+    y_val: torch.Tensor | None = None,
+    patience: int | None = None,
 ) -> TrainedProjections:
     """Train the projections by full-batch Adam on the LOO/held-out MSE plus an orthogonality penalty.
 
@@ -119,6 +128,13 @@ def train_projections(
         Inverse temperature (default ``1/√d_k``); the projections' norms are trained, so the
         effective bandwidth is learned too.
     kernel : {"dot", "gaussian"}
+    X_val : Tensor, shape (M, d), optional
+        Validation inputs for early stopping (never used in the gradient).
+    y_val : Tensor, shape (M,), optional
+        Validation targets (required with ``X_val``).
+    patience : int, optional
+        Stop after this many steps without a new lowest validation MSE (default: run all
+        ``steps``, still returning the best projections). Needs ``X_val``.
 
     Returns
     -------
@@ -132,13 +148,37 @@ def train_projections(
     check_choice("kernel", kernel, KERNELS)
     steps = check_int("steps", steps, min=1)
     lr = check_real("lr", lr, min=0.0, min_open=True)
+    early = X_val is not None
+    if early:
+        check_tensor("X_val", X_val, ndim=2)
+        if y_val is None:
+            raise ValueError("y_val: expected validation targets with X_val, got None")
+        check_tensor("y_val", y_val, shape=(X_val.shape[0],))
+    elif y_val is not None or patience is not None:
+        raise ValueError("X_val: expected validation inputs with y_val or patience, got None")
+    if patience is not None:
+        patience = check_int("patience", patience, min=1)
     H = W0.shape[0]
     if alpha is None:
         alpha = torch.full((H,), 1.0 / H, dtype=W0.dtype, device=W0.device)
+    sc = resolve_scale(scale, W0.shape[-1])
+
+    def val_mse(Wc: torch.Tensor) -> float:
+        with torch.no_grad():
+            P = _soft_predictions(X_val, X, y, Wc, sc, kernel, loo=False)  # (H, M)
+            return float(((alpha @ P) - y_val).square().mean())
+
     W = W0.detach().clone().requires_grad_(True)
     opt = torch.optim.Adam([W], lr=lr)
-    losses, pens = [], []
-    for _ in range(steps):  # optimisation steps are sequential by nature
+    losses, pens, vals = [], [], []
+    best_W, best_step, best_val = W0.detach().clone(), 0, math.inf
+    for step in range(steps):  # optimisation steps are sequential by nature
+        if early:
+            vals.append(val_mse(W))
+            if vals[-1] < best_val:
+                best_W, best_step, best_val = W.detach().clone(), step, vals[-1]
+            elif patience is not None and step - best_step >= patience:
+                break
         opt.zero_grad()
         loss = ensemble_loss(W, X, y, alpha, objective, scale, kernel)
         pen = weight_overlap_penalty(W)
@@ -146,10 +186,17 @@ def train_projections(
         opt.step()
         losses.append(float(loss.detach()))
         pens.append(float(pen.detach()))
+    else:
+        if early:
+            vals.append(val_mse(W))
+            if vals[-1] < best_val:
+                best_W, best_step = W.detach().clone(), steps
     return TrainedProjections(
-        W.detach(),
+        best_W if early else W.detach(),
         torch.tensor(losses, dtype=torch.float64),
         torch.tensor(pens, dtype=torch.float64),
         objective,
         float(penalty),
+        torch.tensor(vals, dtype=torch.float64) if early else None,
+        best_step if early else None,
     )
