@@ -51,6 +51,99 @@ def test_tva_verdicts():
     assert c.verdict([_row({}, {}, "failed")]).status == "inconclusive"
 
 
+def _tva_split_rows(sim_te, seeds=3, d=100, alphas=(0.3016, 0.5), lams=(0.01, 0.1)):
+    # the state evolution once per (α, λ̃), Adam rows with a small seed-to-seed scatter around sim_te × theory
+    rows = []
+    for a in alphas:
+        for lam in lams:
+            th = {"se_test_error": 0.17, "se_train_loss": 0.012, "se_converged": True}
+            rows.append(_row({"side": "theory", "alpha": a, "lam": lam, "rep": 0}, th))
+            for rep in range(seeds):
+                jitter = 1 + 0.005 * (rep - 1)
+                sim = {"sim_test_error": 0.17 * sim_te * jitter, "sim_train_loss": 0.012 * jitter}
+                rows.append(_row({"side": "simulation", "alpha": a, "lam": lam, "d": d, "rep": rep}, sim))
+    return rows
+
+
+def test_tva_verdict_joins_the_two_sides():
+    c = _claim("highdim.theory-vs-adam")
+    v = c.verdict(_tva_split_rows(1.01))
+    assert v.status == "holds" and v.numbers["d"] == 100 and v.numbers["seeds"] == 3
+    assert v.numbers["rel_gap_test_error_a0.5_l0.1"] == pytest.approx(0.01, rel=1e-9)
+    assert v.numbers["alphas"] == [0.3016, 0.5] and v.numbers["lams"] == [0.01, 0.1]
+    assert c.verdict(_tva_split_rows(1.10)).status == "fails"  # 10% off, seed std 0.5%
+    assert c.verdict(_tva_split_rows(1.10, d=40)).status == "inconclusive"
+    assert c.verdict(_tva_split_rows(1.10, seeds=1)).status == "inconclusive"
+    # Adam rows without their state-evolution row decide nothing
+    sims = [r for r in _tva_split_rows(1.01) if r.params["side"] == "simulation"]
+    assert c.verdict(sims).status == "inconclusive"
+    # an unconverged state evolution leaves the verdict open
+    rows = _tva_split_rows(1.01)
+    rows[0] = _row(rows[0].params, {**rows[0].metrics, "se_converged": False})
+    assert c.verdict(rows).status == "inconclusive"
+    figs = c.figures(_tva_split_rows(1.01))
+    assert figs["test_error"].axes[0].get_xlabel()
+
+
+def test_tva_quick_profile_is_the_issue_setting():
+    # Adam at d = 100, at least two α and two λ̃, at least two seeds, and one state evolution per (α, λ̃)
+    pts = [p.params for p in _claim("highdim.theory-vs-adam").points("quick")]
+    sim = [p for p in pts if p["side"] == "simulation"]
+    th = [p for p in pts if p["side"] == "theory"]
+    assert {p["d"] for p in sim} == {100}
+    pairs = {(p["alpha"], p["lam"]) for p in sim}
+    assert len({a for a, _ in pairs}) >= 2 and len({lam for _, lam in pairs}) >= 2
+    assert all(sum((p["alpha"], p["lam"]) == k for p in sim) >= 2 for k in pairs)
+    assert sorted((p["alpha"], p["lam"]) for p in th) == sorted(pairs)
+
+
+def test_spectrum_verdict():
+    c = _claim("highdim.spectrum")
+
+    def row(atom_sim, ks, d=100):
+        m = {"atom_theory": 0.357, "atom_sim": atom_sim, "ks": ks, "n_nonzero": round((1 - atom_sim) * d)}
+        return _row({"d": d, "alpha": 0.5, "lam": 0.01}, m)
+
+    v = c.verdict([row(0.34, 0.05)])
+    assert v.status == "holds"
+    assert v.numbers["rank_fraction_sim"] == pytest.approx(0.66) and v.numbers["atom_tol"] == 0.05
+    assert c.verdict([row(0.27, 0.05)]).status == "fails"  # 9 eigenvalues off the predicted atom at d = 100
+    assert c.verdict([row(0.34, 0.3)]).status == "fails"
+    # the worst of several runs decides and is the one reported
+    v = c.verdict([row(0.35, 0.05), row(0.34, 0.3)])
+    assert v.status == "fails" and v.numbers["ks"] == 0.3
+    assert c.verdict([_row({}, {}, "failed")]).status == "inconclusive"
+    assert _claim("highdim.spectrum").points("quick")[0].params["d"] >= 100
+
+
+def test_fvf_verdict():
+    c = _claim("highdim.factorised-beats-frobenius")
+    grid = {"lams": [0.001, 0.01, 0.1], "lams_frob": [0.001, 0.01, 0.1]}
+
+    def rows(adv):
+        return [
+            _row(
+                {"kappa0": k0} | grid,
+                {"test_factorised": 0.06 * (1 - a), "test_frobenius": 0.06, "lam_factorised": 0.01}
+                | {"lam_frobenius": 0.01},
+            )
+            for k0, a in adv.items()
+        ]
+
+    v = c.verdict(rows({0.1: 0.6, 0.25: 0.4, 0.5: 0.3, 1.0: 0.2}))
+    assert v.status == "holds" and v.numbers["rel_advantage_k0.1"] == pytest.approx(0.6)
+    assert "edge" not in v.note
+    # largest advantage at an intermediate rank, or a loss somewhere: fails
+    assert c.verdict(rows({0.1: 0.3, 0.25: 0.4, 1.0: 0.2})).status == "fails"
+    assert c.verdict(rows({0.1: 0.6, 1.0: -0.1})).status == "fails"
+    assert c.verdict(rows({0.1: 0.6})).status == "inconclusive"
+    # a cross-validated λ at the end of its grid is flagged
+    edge = rows({0.1: 0.6, 1.0: 0.2})
+    edge[0] = _row(edge[0].params, {**edge[0].metrics, "lam_frobenius": 0.001})
+    assert "frobenius at κ0 = 0.1" in c.verdict(edge).note
+    assert len({p.params["kappa0"] for p in c.points("quick")}) > 2
+
+
 def test_interp_and_pr_verdicts():
     ci = _claim("highdim.interpolation-threshold")
     rows = [

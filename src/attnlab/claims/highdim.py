@@ -54,21 +54,30 @@ def _seed(point: Point, key: str = "") -> int:
 
 
 # ------------------------------------------------------------------------------ 1. theory vs Adam
+# Two sides, as separate points of one grid (``side``): the state evolution once per (α, λ̃) (it does not
+# depend on d or on the seed) and Adam at dimension d with ``seeds`` replicates per (α, λ̃). Rows of the
+# earlier layout (both sides in one row, ``se_*`` beside ``sim_*``) are read as well.
 def _run_tva(point: Point) -> Result:
     from attnlab.highdim import simulate, state_evolution
 
     p = point.params
-    fp = state_evolution(_setting(p), p["alpha"], nodes=p.get("nodes", 2048))
+    if p.get("side", "simulation") == "theory":
+        fp = state_evolution(_setting(p), p["alpha"], nodes=p.get("nodes", 2048))
+        return Result(
+            metrics={
+                "se_test_error": fp.test_error,
+                "se_train_loss": fp.train_loss,
+                "se_converged": fp.converged,
+            }
+        )
     r = simulate(
         p["d"], p["alpha"], kappa0=0.5, noise=0.5, tokens=2, lam=p["lam"], seed=_seed(point), config=_cfg(p)
     )
     return Result(
         metrics={
-            "se_test_error": fp.test_error,
-            "se_train_loss": fp.train_loss,
-            "se_converged": fp.converged,
             "sim_test_error": r.test_error,
             "sim_train_loss": r.train_loss,
+            "converged": r.converged,
             "steps": r.steps,
         }
     )
@@ -81,46 +90,83 @@ def _groups(rows, keys):
     return out
 
 
+def _tva_sides(rows: Sequence[Row]) -> tuple[dict, dict]:
+    """(theory, simulation): the state-evolution metrics per (α, λ̃) and the Adam rows per (α, λ̃)."""
+    theory: dict = {}
+    sim: dict = {}
+    for r in rows:
+        key = (r.params["alpha"], r.params["lam"])
+        if "se_test_error" in r.metrics:
+            theory.setdefault(key, r.metrics)
+        if "sim_test_error" in r.metrics:
+            sim.setdefault(key, []).append(r)
+    return theory, sim
+
+
 def _verdict_tva(rows: Sequence[Row]) -> Verdict:
     good, note = _ok(rows)
-    if not good:
-        return Verdict("inconclusive", {}, "-", note + "no rows")
-    worst, d = 0.0, min(r.params["d"] for r in good)
+    theory, sim = _tva_sides(good)
+    pairs = sorted(k for k in sim if k in theory)
+    if not pairs:
+        return Verdict("inconclusive", {}, "-", note + "needs a state-evolution and an Adam row per (α, λ̃)")
+    worst, d = 0.0, min(r.params["d"] for k in pairs for r in sim[k])
     nums: dict = {}
-    seeds = min(len(v) for v in _groups(good, ("alpha", "lam")).values())
-    for (a, lam), rs in _groups(good, ("alpha", "lam")).items():
+    seeds = min(len(sim[k]) for k in pairs)
+    unconverged = [k for k in pairs if theory[k].get("se_converged") is False]
+    for a, lam in pairs:
+        rs, th_m = sim[(a, lam)], theory[(a, lam)]
         for key in ("test_error", "train_loss"):
-            sim = np.array([r.metrics["sim_" + key] for r in rs])
-            th = rs[0].metrics["se_" + key]
-            gap = abs(sim.mean() - th) / abs(th)
-            spread = sim.std(ddof=1) / abs(th) if sim.size > 1 else 0.0
+            vals = np.array([r.metrics["sim_" + key] for r in rs])
+            th = th_m["se_" + key]
+            gap = abs(vals.mean() - th) / abs(th)
+            spread = vals.std(ddof=1) / abs(th) if vals.size > 1 else 0.0
             tol = max(spread, 0.03)
             nums[f"rel_gap_{key}_a{a}_l{lam}"] = gap
+            nums[f"rel_spread_{key}_a{a}_l{lam}"] = spread
             worst = max(worst, gap / tol)
     nums["worst_gap_over_tol"] = worst
     nums["d"] = d
-    tol = "relative gap <= max(seed std, 3%)"
+    nums["seeds"] = seeds
+    nums["alphas"] = sorted({a for a, _ in pairs})
+    nums["lams"] = sorted({lam for _, lam in pairs})
+    tol = "relative gap of the seed mean <= max(seed std, 3%), test error and training loss"
+    ctx = f"d = {d}, {seeds} seed(s) per point, {len(pairs)} (α, λ̃) point(s)"
+    if unconverged:
+        note += f"state evolution not converged at {unconverged}; "
     if worst <= 1:
-        return Verdict("holds", nums, tol, note + f"d = {d}, {seeds} seed(s) per point")
-    if d < 100 or seeds < 2:
+        thin = d < 100 or seeds < 2
+        status = "inconclusive" if unconverged else "holds"
+        return Verdict(
+            status, nums, tol, note + ctx + (" (below the issue's d = 100 or 2 seeds)" if thin else "")
+        )
+    if d < 100 or seeds < 2 or unconverged:
         return Verdict(
             "inconclusive",
             nums,
             tol,
-            note + f"gap above tolerance at d = {d} with {seeds} seed(s); the 3% finite-d gap is calibrated "
-            "at d = 100 (full profile)",
+            note + f"gap above tolerance at {ctx}; the 3% finite-d gap is calibrated at d = 100 with "
+            "several seeds",
         )
-    return Verdict("fails", nums, tol, note + f"d = {d}")
+    return Verdict("fails", nums, tol, note + ctx)
 
 
 def _fig_tva(rows):
     good, _ = _ok(rows)
+    theory, sim = _tva_sides(good)
     fig, ax = _fig()
-    for lam, rs in _groups(good, ("lam",)).items():
-        rs = sorted(rs, key=lambda r: r.params["alpha"])
-        a = [r.params["alpha"] for r in rs]
-        ax.plot(a, [r.metrics["se_test_error"] for r in rs], "-", label=f"theory λ̃={lam[0]}")
-        ax.plot(a, [r.metrics["sim_test_error"] for r in rs], "o", label=f"Adam λ̃={lam[0]}")
+    for lam in sorted({k[1] for k in theory} | {k[1] for k in sim}):
+        ka = sorted(a for a, l in theory if l == lam)
+        line = ax.plot(ka, [theory[(a, lam)]["se_test_error"] for a in ka], "-", label=f"theory λ̃={lam}")
+        sa = sorted(a for a, l in sim if l == lam)
+        vals = [np.array([r.metrics["sim_test_error"] for r in sim[(a, lam)]]) for a in sa]
+        ax.errorbar(
+            sa,
+            [v.mean() for v in vals],
+            yerr=[v.std(ddof=1) if v.size > 1 else 0.0 for v in vals],
+            fmt="o",
+            color=line[0].get_color(),
+            label=f"Adam λ̃={lam} (mean ± seed std)",
+        )
     ax.set_xlabel("α = n/d² (dimensionless)")
     ax.set_ylabel("test error (sum over T² entries)")
     ax.legend(fontsize=7)
@@ -133,11 +179,26 @@ TVA = Claim(
     paper=PAPER,
     statement="Adam's test error and training loss match the state-evolution prediction (within the larger "
     "of the seed spread and 3% at d = 100).",
-    version=1,
+    version=2,
+    # the simulation grid carries the seed replicates; the state evolution (deterministic, independent of
+    # d) is an extra grid with its one replicate fixed (rep = 0)
     grids={
-        "quick": Grid({"alpha": [0.3, 0.6]}, {"d": 40, "lam": 0.01, "max_steps": 1500}, seeds=2),
+        "quick": Grid(
+            {"alpha": [0.3016, 0.5], "lam": [0.01, 0.1]},
+            {"side": "simulation", "d": 100, "max_steps": 1500},
+            seeds=3,
+            extra=[Grid({"alpha": [0.3016, 0.5], "lam": [0.01, 0.1]}, {"side": "theory", "rep": 0})],
+        ),
         "full": Grid(
-            {"alpha": [0.15, 0.3016, 0.5, 1.0], "lam": [0.01, 0.1]}, {"d": 100, "nodes": 8192}, seeds=5
+            {"alpha": [0.15, 0.3016, 0.5, 1.0], "lam": [0.01, 0.1]},
+            {"side": "simulation", "d": 100},
+            seeds=5,
+            extra=[
+                Grid(
+                    {"alpha": [0.15, 0.3016, 0.5, 1.0], "lam": [0.01, 0.1]},
+                    {"side": "theory", "nodes": 8192, "rep": 0},
+                )
+            ],
         ),
     },
     run=_run_tva,
@@ -186,6 +247,7 @@ def _verdict_fvf(rows):
     if len(by) < 2:
         return Verdict("inconclusive", {}, "-", note + "needs two target ranks")
     nums, adv = {}, {}
+    edge = []
     for (k0,), rs in sorted(by.items()):
         f = np.mean([r.metrics["test_factorised"] for r in rs])
         u = np.mean([r.metrics["test_frobenius"] for r in rs])
@@ -193,12 +255,23 @@ def _verdict_fvf(rows):
         nums[f"test_factorised_k{k0}"] = f
         nums[f"test_frobenius_k{k0}"] = u
         nums[f"rel_advantage_k{k0}"] = adv[k0]
+        for side, grid_key in (("factorised", "lams"), ("frobenius", "lams_frob")):
+            chosen = sorted({r.metrics[f"lam_{side}"] for r in rs})
+            nums[f"lam_{side}_k{k0}"] = chosen[0] if len(chosen) == 1 else chosen
+            grid = [r.params.get(grid_key) for r in rs if r.params.get(grid_key)]
+            if grid and len(grid[0]) > 2 and any(c in (min(grid[0]), max(grid[0])) for c in chosen):
+                edge.append(f"{side} at κ0 = {k0}")
     ks = sorted(adv)
     beats = all(v > 0 for v in adv.values())
-    mono = adv[ks[0]] >= adv[ks[-1]]
+    largest_low = adv[ks[0]] >= max(adv.values())
+    nums["advantage_largest_at_lowest_kappa0"] = largest_low
     tol = "factorised error < Frobenius error at every κ0; relative advantage largest at the lowest κ0"
-    status = "holds" if beats and mono else "fails"
-    return Verdict(status, nums, tol, note + f"{len(good)} rows; cross-validated λ on a held-out set")
+    status = "holds" if beats and largest_low else "fails"
+    seeds = min(len(rs) for rs in by.values())
+    note += f"{len(ks)} target ranks, {seeds} seed(s) each; λ cross-validated on a held-out set per student"
+    if edge:
+        note += "; cross-validated λ at the edge of its grid: " + ", ".join(edge)
+    return Verdict(status, nums, tol, note)
 
 
 def _fig_fvf(rows):
@@ -224,14 +297,16 @@ FVF = Claim(
     "the unfactorised Frobenius-penalised one, most of all at low target rank.",
     version=1,
     grids={
+        # each student's λ grid brackets its cross-validated optimum (nuclear λ̃: 0.003–0.03; Frobenius:
+        # 0.001–0.003 at d = 40, α = 0.4, Δ = 0.1)
         "quick": Grid(
-            {"kappa0": [0.2, 1.0]},
+            {"kappa0": [0.1, 0.25, 0.5, 1.0]},
             {
-                "d": 30,
+                "d": 40,
                 "alpha": 0.4,
                 "noise": 0.1,
-                "lams": [0.003, 0.03, 0.3],
-                "lams_frob": [0.003, 0.03, 0.3],
+                "lams": [0.001, 0.003, 0.01, 0.03, 0.1],
+                "lams_frob": [0.0003, 0.001, 0.003, 0.01, 0.03],
                 "max_steps": 1000,
             },
         ),
@@ -242,7 +317,7 @@ FVF = Claim(
                 "alpha": 0.4,
                 "noise": 0.1,
                 "lams": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3],
-                "lams_frob": [0.001, 0.003, 0.01, 0.03, 0.1, 0.3],
+                "lams_frob": [0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3],
             },
             seeds=3,
         ),
@@ -281,21 +356,41 @@ def _verdict_spec(rows):
     good, note = _ok(rows)
     if not good:
         return Verdict("inconclusive", {}, "-", note + "no rows")
-    r = good[0]
-    m = r.metrics
-    n = m["n_nonzero"]
-    ks_tol = max(0.1, 1.63 / math.sqrt(max(n, 1)))  # 1% KS critical value, floor for finite-d effects
-    atom_tol = max(0.05, 3 / math.sqrt(r.params["d"]))
-    nums = {
-        "atom_theory": m["atom_theory"],
-        "atom_sim": m["atom_sim"],
-        "atom_gap": abs(m["atom_theory"] - m["atom_sim"]),
-        "ks": m["ks"],
-        "ks_tol": ks_tol,
-    }
-    tol = f"|atom gap| <= {atom_tol:.3f}; KS <= {ks_tol:.3f}"
-    ok = nums["atom_gap"] <= atom_tol and m["ks"] <= ks_tol
-    return Verdict("holds" if ok else "fails", nums, tol, note + f"d = {r.params['d']}")
+
+    # the atom is a count of eigenvalues below ε: it fluctuates by a few eigenvalues at finite d, so allow
+    # five eigenvalues (5/d) with a 5% floor; the KS bound is the 1% critical value for the non-zero count,
+    # with a 0.1 floor for finite-d effects. The worst row decides (one row per seed), and is reported.
+    def judged(r):
+        m, d = r.metrics, r.params["d"]
+        gap = abs(m["atom_theory"] - m["atom_sim"])
+        atom_tol = max(0.05, 5 / d)
+        ks_tol = max(0.1, 1.63 / math.sqrt(max(m["n_nonzero"], 1)))
+        return {
+            "atom_theory": m["atom_theory"],
+            "atom_sim": m["atom_sim"],
+            "atom_gap": gap,
+            "atom_tol": atom_tol,
+            "rank_fraction_theory": 1 - m["atom_theory"],
+            "rank_fraction_sim": 1 - m["atom_sim"],
+            "ks": m["ks"],
+            "ks_tol": ks_tol,
+            "n_nonzero": m["n_nonzero"],
+            "d": d,
+            "atom_gap_over_tol": gap / atom_tol,
+            "ks_over_tol": m["ks"] / ks_tol,
+        }
+
+    all_nums = [judged(r) for r in good]
+    nums = max(all_nums, key=lambda v: max(v["atom_gap_over_tol"], v["ks_over_tol"]))
+    ok = all(v["atom_gap_over_tol"] <= 1 and v["ks_over_tol"] <= 1 for v in all_nums)
+    tol = (
+        f"|atom gap| <= max(0.05, 5/d) = {nums['atom_tol']:.3f}; "
+        f"KS <= max(0.1, 1.63/√n_nonzero) = {nums['ks_tol']:.3f}"
+    )
+    ds = sorted({r.params["d"] for r in good})
+    return Verdict(
+        "holds" if ok else "fails", nums, tol, note + f"d = {', '.join(map(str, ds))}, {len(good)} run(s)"
+    )
 
 
 def _fig_spec(rows):
@@ -329,7 +424,7 @@ SPEC = Claim(
     "and the law of the non-zero part (Kolmogorov–Smirnov).",
     version=1,
     grids={
-        "quick": Grid({}, {"d": 60, "alpha": 0.5, "lam": 0.01, "max_steps": 1500}),
+        "quick": Grid({}, {"d": 100, "alpha": 0.5, "lam": 0.01, "max_steps": 1500}),
         "full": Grid({}, {"d": 200, "alpha": 0.5, "lam": 0.01, "nodes": 8192}),
     },
     run=_run_spec,
