@@ -99,3 +99,22 @@ def test_se_multi_start_json():
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert out["stable"] is True and out["candidates"] >= 1 and out["converged"]
+
+
+def test_train_device_option():
+    import torch
+
+    args = ["train", "--d", "10", "--alpha", "0.5", "--max-steps", "40", "--json"]
+    base = json.loads(runner.invoke(app, args).stdout)
+    r = runner.invoke(app, [*args, "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == base and base["device"] == "cpu"  # "cpu" is the default, bit for bit
+    from attnlab.cli.common import UsageError
+
+    r = runner.invoke(app, [*args, "--device", "tpu"])
+    assert isinstance(r.exception, UsageError)  # main() prints it as one line, exit status 2
+    assert str(r.exception) == "--device: expected cpu, cuda or cuda:N, got 'tpu'"
+    if not torch.cuda.is_available():
+        r = runner.invoke(app, [*args, "--device", "cuda"])
+        assert isinstance(r.exception, UsageError)
+        assert str(r.exception) == "--device: expected cpu or an available cuda device, got 'cuda'"

@@ -11,6 +11,19 @@ from attnlab.claims.base import Claim, Grid, Point, Result, Row, Verdict
 
 PAPER = "C"
 
+# Devices: the random inputs (targets, sequences, label noise, Adam's initialisation) are drawn from CPU
+# generators exactly as on CPU and moved to ``point.device``, where the labels, the Adam ERM training, the
+# test errors and the eigen-decompositions of trained matrices run (float64). The state evolution
+# (numpy/scipy quadrature and small batched Newton solves) and the thresholds stay on CPU: theory-only
+# rows record ``"device": "cpu"``, rows with a simulation record where it ran.
+
+
+def _device_name(device) -> str:
+    """The device a computation ran on, as torch names it (``cpu``, ``cuda:0``)."""
+    import torch
+
+    return str(torch.empty(0, device=device).device)
+
 
 # ---------------------------------------------------------------------------------------------- helpers
 def _ok(rows: Sequence[Row]) -> tuple[list[Row], str]:
@@ -68,10 +81,19 @@ def _run_tva(point: Point) -> Result:
                 "se_test_error": fp.test_error,
                 "se_train_loss": fp.train_loss,
                 "se_converged": fp.converged,
+                "device": "cpu",  # state evolution: numpy/scipy
             }
         )
     r = simulate(
-        p["d"], p["alpha"], kappa0=0.5, noise=0.5, tokens=2, lam=p["lam"], seed=_seed(point), config=_cfg(p)
+        p["d"],
+        p["alpha"],
+        kappa0=0.5,
+        noise=0.5,
+        tokens=2,
+        lam=p["lam"],
+        seed=_seed(point),
+        config=_cfg(p),
+        device=point.device,
     )
     return Result(
         metrics={
@@ -79,6 +101,7 @@ def _run_tva(point: Point) -> Result:
             "sim_train_loss": r.train_loss,
             "converged": r.converged,
             "steps": r.steps,
+            "device": _device_name(point.device),
         }
     )
 
@@ -217,7 +240,7 @@ def _run_fvf(point: Point) -> Result:
     p = point.params
     d, a = p["d"], p["alpha"]
     g = point.generator()
-    S0 = mp_target(d, p["kappa0"], g)
+    S0 = mp_target(d, p["kappa0"], g, device=point.device)  # drawn on CPU; samples and training follow S0
     n = round(a * d * d)
     tr = sample(S0, n, 2, p["noise"], 1.0, "seq2lab", g)
     va = sample(S0, 1000, 2, p["noise"], 1.0, "seq2lab", g)
@@ -237,6 +260,7 @@ def _run_fvf(point: Point) -> Result:
             "lam_factorised": best[True][1],
             "test_frobenius": best[False][0],
             "lam_frobenius": best[False][1],
+            "device": _device_name(point.device),
         }
     )
 
@@ -336,7 +360,7 @@ def _run_spec(point: Point) -> Result:
     s = _setting(p)
     fp = state_evolution(s, p["alpha"], nodes=p.get("nodes", 2048))
     ps = predicted_spectrum(s, fp)
-    r = simulate(p["d"], p["alpha"], lam=p["lam"], seed=_seed(point), config=_cfg(p))
+    r = simulate(p["d"], p["alpha"], lam=p["lam"], seed=_seed(point), config=_cfg(p), device=point.device)
     ev = np.sort(r.eigenvalues)
     nz = ev[ev > r.S.new_tensor(0).item() + 1e-3]
     atom_sim = 1 - nz.size / ev.size
@@ -347,7 +371,13 @@ def _run_spec(point: Point) -> Result:
     else:
         ks = 1.0
     return Result(
-        metrics={"atom_theory": ps.atom, "atom_sim": atom_sim, "ks": ks, "n_nonzero": int(nz.size)},
+        metrics={
+            "atom_theory": ps.atom,
+            "atom_sim": atom_sim,
+            "ks": ks,
+            "n_nonzero": int(nz.size),
+            "device": _device_name(point.device),  # Adam's; the state evolution ran on CPU
+        },
         arrays={"eigenvalues": ev, "pred_x": ps.x, "pred_density": ps.density * ps.rank_fraction},
     )
 
@@ -439,9 +469,23 @@ def _run_interp(point: Point) -> Result:
 
     p = point.params
     ai, _ = interpolation_threshold(0.5, p["noise"], 2)
-    r = simulate(p["d"], p["alpha"], noise=p["noise"], lam=p["lam"], seed=_seed(point), config=_cfg(p))
+    r = simulate(
+        p["d"],
+        p["alpha"],
+        noise=p["noise"],
+        lam=p["lam"],
+        seed=_seed(point),
+        config=_cfg(p),
+        device=point.device,
+    )
     return Result(
-        metrics={"alpha_interp": ai, "train_loss": r.train_loss, "data_loss": r.data_loss, "steps": r.steps}
+        metrics={
+            "alpha_interp": ai,
+            "train_loss": r.train_loss,
+            "data_loss": r.data_loss,
+            "steps": r.steps,
+            "device": _device_name(point.device),
+        }
     )
 
 
@@ -502,9 +546,23 @@ def _run_pr(point: Point) -> Result:
     p = point.params
     abar = perfect_recovery_threshold(p["kappa0"])
     r = simulate(
-        p["d"], p["alpha"], kappa0=p["kappa0"], noise=0.0, lam=p["lam"], seed=_seed(point), config=_cfg(p)
+        p["d"],
+        p["alpha"],
+        kappa0=p["kappa0"],
+        noise=0.0,
+        lam=p["lam"],
+        seed=_seed(point),
+        config=_cfg(p),
+        device=point.device,
     )
-    return Result(metrics={"alpha_pr": abar / 2, "test_error": r.test_error_clean, "steps": r.steps})
+    return Result(
+        metrics={
+            "alpha_pr": abar / 2,
+            "test_error": r.test_error_clean,
+            "steps": r.steps,
+            "device": _device_name(point.device),
+        }
+    )
 
 
 def _verdict_pr(rows):
@@ -565,13 +623,13 @@ def _run_dec(point: Point) -> Result:
     p = point.params
     d, a = p["d"], p["alpha"]
     g = generator(derive_seed(point.seed, "data"))
-    S0 = mp_target(d, 0.5, g)
+    S0 = mp_target(d, 0.5, g, device=point.device)  # drawn on CPU; samples, training, eigh follow S0
     tr = sample(S0, round(a * d * d), 2, 0.5, 1.0, "seq2lab", g)
     r = train_erm(tr, None, lam=p["lam"], config=_cfg(p), generator=point.generator())
     dec = decompose_error(r.S, S0)
     fp = state_evolution(_setting(p), a, nodes=p.get("nodes", 2048))
     del torch
-    return Result(metrics=dec.to_dict() | {"se_s_error": fp.s_error})
+    return Result(metrics=dec.to_dict() | {"se_s_error": fp.s_error, "device": _device_name(point.device)})
 
 
 def _verdict_dec(rows):
@@ -659,11 +717,18 @@ def _run_em(point: Point) -> Result:
     fp = state_evolution(s, p["alpha"], nodes=p.get("nodes", 2048))
     n_th = _outliers_theory(s, fp)
     ps = predicted_spectrum(s, fp)
-    S0 = power_law_target(d, p["gamma"], generator(derive_seed(point.seed, "target")))
+    S0 = power_law_target(d, p["gamma"], generator(derive_seed(point.seed, "target")), device=point.device)
     r = simulate(d, p["alpha"], noise=p["noise"], lam=p["lam"], target=S0, seed=_seed(point), config=_cfg(p))
     n_sim = int(np.sum(r.eigenvalues > ps.outlier_edge))
     del torch
-    return Result(metrics={"outliers_theory": n_th, "outliers_sim": n_sim, "edge": ps.outlier_edge})
+    return Result(
+        metrics={
+            "outliers_theory": n_th,
+            "outliers_sim": n_sim,
+            "edge": ps.outlier_edge,
+            "device": _device_name(point.device),  # Adam's; the state evolution ran on CPU
+        }
+    )
 
 
 def _verdict_em(rows):
@@ -748,6 +813,7 @@ def _run_sl(point: Point) -> Result:
             "e0": e0,
             "excess": fp.test_error - e0,
             "converged": fp.converged,
+            "device": "cpu",  # state evolution: numpy/scipy
         }
     )
 
@@ -759,7 +825,7 @@ def _run_sl_sim(point: Point) -> Result:
     p = point.params
     d, a = p["d"], p["alpha"]
     g = generator(derive_seed(point.seed, "data"))
-    S0 = power_law_target(d, p["gamma"], g)
+    S0 = power_law_target(d, p["gamma"], g, device=point.device)  # drawn on CPU; the rest follows S0
     tr = sample(S0, max(1, round(a * d * d)), 2, p["noise"], 1.0, "seq2lab", g)
     te = sample(S0, p.get("n_test", 4000), 2, p["noise"], 1.0, "seq2lab", g)
     r = train_erm(tr, te, lam=p["lam"], config=_cfg(p), generator=generator(derive_seed(point.seed, "init")))
@@ -771,6 +837,7 @@ def _run_sl_sim(point: Point) -> Result:
             "excess": r.test_error - e0,
             "converged": r.converged,
             "steps": r.steps,
+            "device": _device_name(point.device),
         }
     )
 

@@ -16,7 +16,15 @@ from typing import Any
 
 from rich.console import Console
 
-__all__ = ["UsageError", "err_console", "out_console", "emit_json", "strict_json", "JsonOpt"]
+__all__ = [
+    "UsageError",
+    "err_console",
+    "out_console",
+    "emit_json",
+    "strict_json",
+    "JsonOpt",
+    "check_device",
+]
 
 import typer
 
@@ -68,3 +76,19 @@ def emit_json(obj: dict[str, Any]) -> None:
         clean["note"] = "; ".join(([prev] if prev else []) + notes)
     sys.stdout.write(json.dumps(clean, allow_nan=False) + "\n")
     sys.stdout.flush()
+
+
+def check_device(device: str) -> str:
+    """``cpu``, or a CUDA device (``cuda``, ``cuda:N``) available here; :class:`UsageError` otherwise."""
+    if device == "cpu":
+        return device
+    if device == "cuda" or device.startswith("cuda:"):
+        import torch
+
+        idx = device.partition(":")[2]
+        if torch.cuda.is_available() and (
+            not idx or (idx.isdigit() and int(idx) < torch.cuda.device_count())
+        ):
+            return device
+        raise UsageError("--device", "cpu or an available cuda device", device)
+    raise UsageError("--device", "cpu, cuda or cuda:N", device)

@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from attnlab.cli.common import JsonOpt, emit_json, err_console, out_console
+from attnlab.cli.common import JsonOpt, check_device, emit_json, err_console, out_console
 
 app = typer.Typer(help="Paper C: single-head tied attention in high dimensions.", no_args_is_help=True)
 
@@ -112,12 +112,20 @@ def train(
     unfactorised: bool = typer.Option(False, "--unfactorised", help="Train S directly (Frobenius penalty)."),
     max_steps: int = typer.Option(3000, "--max-steps", help="Adam step cap."),
     seed: int = typer.Option(0, "--seed", help="Seed of data and initialisation."),
+    device: str = typer.Option(
+        "cpu",
+        "--device",
+        help="cpu | cuda | cuda:N: where labels, Adam and the eigenvalues are computed (the random "
+        "draws are the same CPU ones everywhere).",
+    ),
     json_out: bool = JsonOpt,
 ) -> None:
     """Train the student by full-batch Adam (lr 0.1, float64 loss, relative tolerance)."""
     from rich.progress import Progress
 
     from attnlab.highdim import TrainConfig, simulate
+
+    device = check_device(device)
 
     cfg = TrainConfig(max_steps=max_steps)
     # the bar starts with the first step, so bad input fails with one line and no bar residue
@@ -143,11 +151,12 @@ def train(
             seed=seed,
             config=cfg,
             progress=cb,
+            device=device,
         )
     finally:
         if bar.live.is_started:
             bar.stop()
-    out = r.to_dict() | {"d": d, "alpha": alpha, "lam_tilde": lam}
+    out = r.to_dict() | {"d": d, "alpha": alpha, "lam_tilde": lam, "device": str(r.S.device)}
     if json_out:
         emit_json(out)
     else:

@@ -9,7 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from attnlab.cli.common import JsonOpt, UsageError, emit_json, err_console, out_console
+from attnlab.cli.common import JsonOpt, UsageError, check_device, emit_json, err_console, out_console
 
 claims_app = typer.Typer(help="List and run the claims of the three papers.", no_args_is_help=True)
 
@@ -31,18 +31,6 @@ RetryOpt = typer.Option(
 OutOpt = typer.Option(Path("results"), "--out", help="Results folder (SQLite store, figures, report).")
 DeviceOpt = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N (bring your own CUDA torch).")
 ThreadsOpt = typer.Option(None, "--threads", help="Torch threads per point (default: cores / workers).")
-
-
-def check_device(device: str) -> str:
-    import torch
-
-    if device == "cpu":
-        return device
-    if device == "cuda" or device.startswith("cuda:"):
-        if not torch.cuda.is_available():
-            raise UsageError("--device", "cpu, or cuda with a CUDA build of torch and a visible GPU", device)
-        return device
-    raise UsageError("--device", "cpu, cuda or cuda:N", device)
 
 
 def _check_common(profile: str, backend: str, workers: int | None, seed: int, out: Path) -> None:

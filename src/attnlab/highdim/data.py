@@ -3,6 +3,9 @@
 Tokens are i.i.d. ``N(0, I_d)``; logits ``Z_ab(S) = (x_aᵀ S x_b − δ_ab Tr S)/√d``; the label noise ``ξ`` is a
 symmetric Gaussian matrix with variance ``Δ`` on the diagonal and ``Δ/2`` off it; ``seq2lab`` labels are
 ``rowsoftmax(β0 (Z(S0) + ξ))`` (T×T) and ``seq2seq`` labels are that matrix times ``X`` (T×d).
+
+Devices: random numbers are drawn on the generator's device (CPU without a generator) and then moved to
+the device of the computation, so a CPU generator gives the same draws whatever that device is.
 """
 
 from __future__ import annotations
@@ -27,27 +30,50 @@ __all__ = [
 TASKS = ("seq2lab", "seq2seq")
 
 
-def mp_target(d: int, kappa0: float, generator: torch.Generator | None = None) -> torch.Tensor:
+def _randn(
+    *shape: int, generator: torch.Generator | None, dtype: torch.dtype, device: torch.device | str | None
+) -> torch.Tensor:
+    """Standard normals drawn on the generator's device, then moved to ``device`` (None: stay)."""
+    where = generator.device if generator is not None else torch.device("cpu")
+    x = torch.randn(*shape, generator=generator, dtype=dtype, device=where)
+    return x if device is None else x.to(device)
+
+
+def mp_target(
+    d: int,
+    kappa0: float,
+    generator: torch.Generator | None = None,
+    *,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
     """``S0 = W0ᵀW0/√(p0 d)`` with ``W0 ∈ R^{p0×d}`` i.i.d. N(0,1), ``p0 = round(κ0 d)`` (≥ 1).
 
-    Returns (d, d) float64.
+    Returns (d, d) float64 on ``device`` (None: the generator's device, CPU without one).
     """
     d = check_int("d", d, min=1)
     kappa0 = check_real("kappa0", kappa0, min=0.0, min_open=True)
     p0 = max(1, round(kappa0 * d))
-    W0 = torch.randn(p0, d, generator=generator, dtype=torch.float64)  # (p0, d)
+    W0 = _randn(p0, d, generator=generator, dtype=torch.float64, device=device)  # (p0, d)
     return W0.T @ W0 / math.sqrt(p0 * d)  # (d, d)
 
 
-def power_law_target(d: int, gamma: float, generator: torch.Generator | None = None) -> torch.Tensor:
+def power_law_target(
+    d: int,
+    gamma: float,
+    generator: torch.Generator | None = None,
+    *,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
     """``S0 = O diag(s) Oᵀ`` with ``s_i ∝ i^{−γ}``, ``Tr S0²/d = 1`` and ``O`` Haar-orthogonal.
 
-    Returns (d, d) float64.
+    Returns (d, d) float64 on ``device`` (None: the generator's device, CPU without one); the QR
+    factorisation runs there.
     """
     from attnlab.highdim.spectra import power_law_spectrum
 
+    G = _randn(d, d, generator=generator, dtype=torch.float64, device=device)
     s = torch.as_tensor(power_law_spectrum(d, gamma).eigenvalues[::-1].copy(), dtype=torch.float64)
-    G = torch.randn(d, d, generator=generator, dtype=torch.float64)
+    s = s.to(G.device)
     Q, R = torch.linalg.qr(G)
     Q = Q * torch.sign(torch.diagonal(R))  # Haar measure
     return (Q * s) @ Q.T  # (d, d)
@@ -105,6 +131,7 @@ def sample(
         Target inverse temperature.
     task : {"seq2lab", "seq2seq"}
     generator : torch.Generator, optional
+        Draws are made on its device and moved to ``S0``'s device, where the labels are computed.
     """
     S0 = check_tensor("S0", S0, ndim=2)
     if S0.shape[0] != S0.shape[1]:
@@ -115,9 +142,9 @@ def sample(
     beta0 = check_real("beta0", beta0, min=0.0)
     task = check_choice("task", task, TASKS)
     d = S0.shape[0]
-    X = torch.randn(n, T, d, generator=generator, dtype=S0.dtype)  # (n, T, d)
+    X = _randn(n, T, d, generator=generator, dtype=S0.dtype, device=S0.device)  # (n, T, d)
     Z0 = logits(X, S0)  # (n, T, T)
-    G = torch.randn(n, T, T, generator=generator, dtype=S0.dtype)
+    G = _randn(n, T, T, generator=generator, dtype=S0.dtype, device=S0.device)
     xi = (G + G.transpose(-1, -2)) / 2 * math.sqrt(noise)  # off-diag var Δ/2, diag var Δ
     A_clean = torch.softmax(beta0 * Z0, dim=-1)
     A = torch.softmax(beta0 * (Z0 + xi), dim=-1)

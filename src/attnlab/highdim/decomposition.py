@@ -55,7 +55,7 @@ def decompose_error(
     Parameters
     ----------
     S_hat, S0 : torch.Tensor
-        Learned and target symmetric matrices (d, d).
+        Learned and target symmetric matrices (d, d); computed on ``S_hat``'s device.
     recover_frac : float
         A target direction counts as recovered when ``u_iᵀ Ŝ u_i ≥ recover_frac · s_i``.
     null_tol : float
@@ -63,6 +63,7 @@ def decompose_error(
     """
     S0 = check_tensor("S0", S0, ndim=2).to(torch.float64)
     S_hat = check_tensor("S_hat", S_hat, shape=tuple(S0.shape)).to(torch.float64)
+    S0 = S0.to(S_hat.device)  # the eigen-decomposition and projections run on Ŝ's device
     recover_frac = check_real("recover_frac", recover_frac, min=0.0)
     null_tol = check_real("null_tol", null_tol, min=0.0)
     d = S0.shape[0]

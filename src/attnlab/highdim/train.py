@@ -7,6 +7,9 @@ symmetric ``S`` with the Frobenius penalty ``d λ_F ‖S‖_F²``.
 Outputs follow THEORY.md C2: ``train_loss`` = (data loss + penalty)/d²; ``test_error`` = per-sample squared
 error summed over the T² entries against noisy labels (seq2seq: ``‖y − ŷ‖²/d``), ``test_error_clean`` the same
 against noiseless labels.
+
+Devices: training runs on the device of the training data (or ``device``); the initialisation is drawn on
+the generator's device and moved there, so a CPU generator gives the same start on every device.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ class TrainConfig:
 @dataclass(frozen=True)
 class TrainResult:
     """A trained student and its errors (conventions in the module docstring; ``data_loss`` is the
-    training loss without the penalty, per d²)."""
+    training loss without the penalty, per d²). ``S`` stays on the training device; ``eigenvalues``
+    (ascending) are a CPU array."""
 
     S: torch.Tensor = field(repr=False)
     train_loss: float
@@ -85,11 +89,15 @@ def _sq_err(y: torch.Tensor, yh: torch.Tensor, task: str) -> torch.Tensor:
 
 
 def evaluate(S: torch.Tensor, data: Dataset, beta: float = 1.0) -> tuple[float, float]:
-    """``(test_error, test_error_clean)``: mean per-sample error against noisy and clean labels."""
-    yh = predict(data.X, S, beta, data.task)
+    """``(test_error, test_error_clean)``: mean per-sample error against noisy and clean labels.
+
+    Computed on ``S``'s device (the samples are moved there).
+    """
+    X, y, yc = (t.to(S.device) for t in (data.X, data.y, data.y_clean))
+    yh = predict(X, S, beta, data.task)
     return (
-        float(_sq_err(data.y, yh, data.task).mean()),
-        float(_sq_err(data.y_clean, yh, data.task).mean()),
+        float(_sq_err(y, yh, data.task).mean()),
+        float(_sq_err(yc, yh, data.task).mean()),
     )
 
 
@@ -104,6 +112,7 @@ def train_erm(
     config: TrainConfig | None = None,
     generator: torch.Generator | None = None,
     progress: Callable[[int, float], None] | None = None,
+    device: torch.device | str | None = None,
 ) -> TrainResult:
     """Train the tied single-head student by full-batch Adam.
 
@@ -122,22 +131,29 @@ def train_erm(
         True: ``S = WᵀW/√(pd)``, ``W ~ N(0, 1)``; False: symmetric ``S = (B + Bᵀ)/(2√d)``, ``B = 0`` at start.
     config : TrainConfig
     generator : torch.Generator
-        Initialisation randomness.
+        Initialisation randomness (drawn on its device, then moved to the training device).
     progress : callable(step, loss), optional
         Called every 10 steps (e.g. to drive a progress bar).
+    device : torch.device or str, optional
+        Where Adam and the eigen-decomposition run (None: the device of ``train.X``); the samples are
+        moved there.
     """
     cfg = config or TrainConfig()
     lam = check_real("lam", lam, min=0.0)
     kappa = check_real("kappa", kappa, min=0.0, min_open=True)
     beta = check_real("beta", beta, min=0.0, min_open=True)
     task = check_choice("task", train.task, TASKS)
-    X = check_tensor("train.X", train.X, ndim=3).to(torch.float64)
+    X = check_tensor("train.X", train.X, ndim=3)
+    dev = X.device if device is None else torch.device(device)
+    X = X.to(dev, torch.float64)
     n, T, d = X.shape
-    y = train.y.to(torch.float64)
+    y = train.y.to(dev, torch.float64)
     p = max(1, round(kappa * d))
     if factorised:
         wd = lam_from_lam_tilde(lam, kappa)
-        param = torch.randn(p, d, generator=generator, dtype=torch.float64).requires_grad_(True)
+        where = generator.device if generator is not None else torch.device("cpu")
+        param = torch.randn(p, d, generator=generator, dtype=torch.float64, device=where)
+        param = param.to(dev).requires_grad_(True)
 
         def make_S(P: torch.Tensor) -> torch.Tensor:
             return P.T @ P / math.sqrt(p * d)
@@ -145,7 +161,7 @@ def train_erm(
         def penalty(P: torch.Tensor) -> torch.Tensor:
             return wd * (P**2).sum()
     else:
-        param = torch.zeros(d, d, dtype=torch.float64, requires_grad=True)
+        param = torch.zeros(d, d, dtype=torch.float64, device=dev, requires_grad=True)
 
         def make_S(P: torch.Tensor) -> torch.Tensor:
             return (P + P.T) / (2 * math.sqrt(d))
@@ -153,7 +169,7 @@ def train_erm(
         def penalty(P: torch.Tensor) -> torch.Tensor:
             return d * lam * (make_S(P) ** 2).sum()
 
-    eye = torch.eye(T, dtype=torch.float64)
+    eye = torch.eye(T, dtype=torch.float64, device=dev)
     opt = torch.optim.Adam([param], lr=cfg.lr)
     prev, calm, steps, converged = math.inf, 0, 0, False
     loss_val = math.inf
@@ -185,7 +201,7 @@ def train_erm(
         yh = A @ X if task == "seq2seq" else A
         dl = float(_sq_err(y, yh, task).sum()) / d**2
         final = dl + float(penalty(param.detach())) / d**2
-        ev = torch.linalg.eigvalsh(S).numpy()
+        ev = torch.linalg.eigvalsh(S).cpu().numpy()
         te, tc = evaluate(S, test, beta) if test is not None else (math.nan, math.nan)
     return TrainResult(
         S=S,
@@ -218,17 +234,27 @@ def simulate(
     seed: int = 0,
     config: TrainConfig | None = None,
     progress: Callable[[int, float], None] | None = None,
+    device: torch.device | str | None = None,
 ) -> TrainResult:
     """Draw a target (MP(κ0) unless ``target`` is given), ``n = round(α d²)`` training and ``n_test`` test
-    sequences, and train (``lam`` is λ̃). One seed drives everything."""
+    sequences, and train (``lam`` is λ̃). One seed drives everything.
+
+    ``device``: where the labels, Adam and the eigen-decomposition run (None: ``target``'s device, CPU
+    without one). The random numbers come from CPU generators whatever the device, so only rounding
+    depends on it."""
     from attnlab.core.seeding import derive_seed, generator
     from attnlab.highdim.data import mp_target
 
     d = check_int("d", d, min=2)
     alpha = check_real("alpha", alpha, min=0.0, min_open=True)
     n = max(1, round(alpha * d * d))
+    if device is None:
+        device = target.device if isinstance(target, torch.Tensor) else "cpu"
     g = generator(derive_seed(seed, "data"))
-    S0 = mp_target(d, kappa0, g) if target is None else check_tensor("target", target, shape=(d, d))
+    if target is None:
+        S0 = mp_target(d, kappa0, g, device=device)
+    else:
+        S0 = check_tensor("target", target, shape=(d, d)).to(device)
     tr = sample(S0, n, tokens, noise, beta0, task, g)
     te = sample(S0, n_test, tokens, noise, beta0, task, g)
     return train_erm(
@@ -241,4 +267,5 @@ def simulate(
         config=config,
         generator=generator(derive_seed(seed, "init")),
         progress=progress,
+        device=device,
     )
