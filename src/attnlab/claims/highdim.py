@@ -504,17 +504,23 @@ def _verdict_interp(rows):
     return Verdict("holds" if nums["ratio"] <= 0.1 else "fails", nums, tol, note + "λ̃ small, finite d")
 
 
-def _fig_interp(rows):
+def _fig_threshold(rows, metric: str, threshold: str, label: str, ylabel: str):
+    """``metric`` against α (log scale) with the theory's threshold ``threshold`` marked."""
     good, _ = _ok(rows)
     fig, ax = _fig()
     rs = sorted(good, key=lambda r: r.params["alpha"])
-    ax.semilogy([r.params["alpha"] for r in rs], [max(r.metrics["data_loss"], 1e-12) for r in rs], "o-")
+    ax.semilogy([r.params["alpha"] for r in rs], [max(r.metrics[metric], 1e-12) for r in rs], "o-")
     if rs:
-        ax.axvline(rs[0].metrics["alpha_interp"], color="r", ls="--", label="α_interp (theory)")
+        ax.axvline(rs[0].metrics[threshold], color="r", ls="--", label=label)
     ax.set_xlabel("α = n/d²")
-    ax.set_ylabel("training data loss per d² (penalty excluded)")
+    ax.set_ylabel(ylabel)
     ax.legend()
-    return {"interpolation": fig}
+    return fig
+
+
+def _fig_interp(rows):
+    ylabel = "training data loss per d² (penalty excluded)"
+    return {"interpolation": _fig_threshold(rows, "data_loss", "alpha_interp", "α_interp (theory)", ylabel)}
 
 
 INTERP = Claim(
@@ -581,15 +587,7 @@ def _verdict_pr(rows):
 
 
 def _fig_pr(rows):
-    good, _ = _ok(rows)
-    fig, ax = _fig()
-    rs = sorted(good, key=lambda r: r.params["alpha"])
-    ax.semilogy([r.params["alpha"] for r in rs], [max(r.metrics["test_error"], 1e-12) for r in rs], "o-")
-    if rs:
-        ax.axvline(rs[0].metrics["alpha_pr"], color="r", ls="--", label="α_PR (theory)")
-    ax.set_xlabel("α = n/d²")
-    ax.set_ylabel("noiseless test error")
-    ax.legend()
+    fig = _fig_threshold(rows, "test_error", "alpha_pr", "α_PR (theory)", "noiseless test error")
     return {"perfect_recovery": fig}
 
 

@@ -12,7 +12,7 @@ import json
 
 import torch
 
-__all__ = ["derive_seed", "generator", "canonical_json"]
+__all__ = ["derive_seed", "generator", "canonical_json", "draw_device"]
 
 
 def canonical_json(obj: object) -> str:
@@ -39,3 +39,12 @@ def generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
     g = torch.Generator(device=device)
     g.manual_seed(int(seed))
     return g
+
+
+def draw_device(gen: torch.Generator | None, device: str | torch.device) -> str | torch.device:
+    """Where random numbers are drawn: on the generator's device when there is one, else ``device``.
+
+    Drawing with a CPU generator and then moving the tensor gives the same numbers whatever device
+    the computation runs on.
+    """
+    return gen.device if gen is not None else device

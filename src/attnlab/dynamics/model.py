@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from attnlab.core.seeding import draw_device
 from attnlab.core.validation import check_choice, check_int, check_real, check_tensor
 
 __all__ = ["KINDS", "COMBINES", "SCALES", "Heads"]
@@ -175,12 +176,12 @@ class Heads:
         dtype: torch.dtype = torch.float64,
         device: str | torch.device = "cpu",
     ) -> Heads:
-        """Random symmetric ``M_h = (G + G^T)/2`` normalised to operator norm ``scale_norm``; ``V_h "
-        "= M_h``."""
+        """Random symmetric ``M_h = (G + G^T)/2`` normalised to operator norm ``scale_norm``;
+        ``V_h = M_h``."""
         H = check_int("heads", heads, min=1)
         d = check_int("d", d, min=1)
         s = check_real("scale_norm", scale_norm, min=0.0)
-        G = torch.randn(H, d, d, generator=generator, dtype=dtype, device=_draw(generator, device))
+        G = torch.randn(H, d, d, generator=generator, dtype=dtype, device=draw_device(generator, device))
         G = G.to(device)  # (H, d, d) drawn where the generator lives
         M = 0.5 * (G + G.transpose(1, 2))
         M = M / torch.linalg.matrix_norm(M, ord=2)[:, None, None] * s
@@ -219,11 +220,11 @@ class Heads:
         if generator is None:
             Q = torch.eye(d, dtype=dtype, device=device)
         else:
-            G = torch.randn(d, d, generator=generator, dtype=dtype, device=_draw(generator, device))
+            G = torch.randn(d, d, generator=generator, dtype=dtype, device=draw_device(generator, device))
             Q, _ = torch.linalg.qr(G.to(device))  # (d, d)
         U = Q[:, : H * r].reshape(d, H, r).permute(1, 0, 2)  # (H, d, r) orthonormal blocks
         if random_within:
-            G = torch.randn(H, r, r, generator=generator, dtype=dtype, device=_draw(generator, device))
+            G = torch.randn(H, r, r, generator=generator, dtype=dtype, device=draw_device(generator, device))
             G = G.to(device)  # (H, r, r)
             S = 0.5 * (G + G.transpose(1, 2))
             S = S / torch.linalg.matrix_norm(S, ord=2)[:, None, None]  # (H, r, r)
@@ -304,17 +305,11 @@ class Heads:
     def perturb_values(self, size: float, generator: torch.Generator | None = None) -> Heads:
         """``V_h = M_h + size * ||M_h||_op * G_h / ||G_h||_op`` with Gaussian ``G_h`` (Thm 12 probes)."""
         size = check_real("size", size, min=0.0)
-        draw = _draw(generator, self.M.device)
+        draw = draw_device(generator, self.M.device)
         G = torch.randn(self.M.shape, generator=generator, dtype=self.M.dtype, device=draw).to(self.M.device)
         G = G / torch.linalg.matrix_norm(G, ord=2)[:, None, None]
         s = torch.linalg.matrix_norm(self.M, ord=2)[:, None, None]  # (H, 1, 1)
         return self.replace(V=self.M + size * s * G, label=self.label + "+perturbed")
-
-
-def _draw(generator: torch.Generator | None, device: str | torch.device) -> str | torch.device:
-    """Where random draws happen: on the generator's device (a CPU generator gives the same numbers
-    whatever device the heads live on), else on ``device``."""
-    return generator.device if generator is not None else device
 
 
 def _strengths(name: str, value: float | Sequence[float], H: int, dtype, device) -> torch.Tensor:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from attnlab.core.seeding import draw_device
 from attnlab.core.validation import check_int, check_tensor
 from attnlab.ensemble.data import RegressionTask
 from attnlab.ensemble.heads import DEFAULT_MAX_ELEMS, head_predictions
@@ -175,7 +176,7 @@ def monte_carlo_predictions(
     if rep_chunk is None:
         rep_chunk = max(1, min(reps, max_elems // max(1, H * m * n_train)))
     dev = queries.device
-    draw = _draw_device(generator, dev)
+    draw = draw_device(generator, dev)
     out = torch.empty(reps, H, m, dtype=queries.dtype, device=dev)
     for r0 in range(0, reps, rep_chunk):  # replications in chunks; each chunk fully vectorised
         r1 = min(reps, r0 + rep_chunk)
@@ -225,16 +226,10 @@ def decompose(
     check_tensor("W_K", W_K, ndim=3)
     if W_K.shape[1] != task.d:
         raise ValueError(f"W_K: expected input dimension {task.d} (the task's d), got {W_K.shape[1]}")
-    Q = task.sample_x(n_queries, generator, dtype=W_K.dtype, device=_draw_device(generator, W_K.device))
+    Q = task.sample_x(n_queries, generator, dtype=W_K.dtype, device=draw_device(generator, W_K.device))
     Q = Q.to(W_K.device)  # (m, d)
     preds = monte_carlo_predictions(task, W_K, n_train, Q, reps, generator, W_Q, scale, kernel, max_elems)
     return decompose_predictions(preds, task.f(Q), alpha.to(W_K))
-
-
-def _draw_device(generator: torch.Generator | None, device: torch.device) -> torch.device:
-    """Where random draws happen: on the generator's device (so that a CPU generator gives the same
-    numbers whatever device computes), else on ``device``."""
-    return generator.device if generator is not None else device
 
 
 def equicorrelated_variance(V: float, rho: float, H: int) -> float:

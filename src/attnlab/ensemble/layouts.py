@@ -23,6 +23,7 @@ import math
 
 import torch
 
+from attnlab.core.seeding import draw_device
 from attnlab.core.validation import check_choice, check_int, check_real
 
 __all__ = ["LAYOUTS", "projection_layout", "controlled_hdi"]
@@ -36,7 +37,7 @@ def _frames(n: int, d: int, k: int, generator, dtype, device) -> torch.Tensor:
     The Gaussian draws happen on the generator's device (``device`` without one) and are moved to
     ``device``, where the QR runs.
     """
-    draw = generator.device if generator is not None else device
+    draw = draw_device(generator, device)
     if k <= d:
         G = torch.randn(n, d, k, generator=generator, dtype=dtype, device=draw).to(device)  # (n, d, k)
         Q, _ = torch.linalg.qr(G)

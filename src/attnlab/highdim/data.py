@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from attnlab.core.seeding import draw_device
 from attnlab.core.validation import check_choice, check_int, check_real, check_tensor
 
 __all__ = [
@@ -34,7 +35,7 @@ def _randn(
     *shape: int, generator: torch.Generator | None, dtype: torch.dtype, device: torch.device | str | None
 ) -> torch.Tensor:
     """Standard normals drawn on the generator's device, then moved to ``device`` (None: stay)."""
-    where = generator.device if generator is not None else torch.device("cpu")
+    where = draw_device(generator, torch.device("cpu"))
     x = torch.randn(*shape, generator=generator, dtype=dtype, device=where)
     return x if device is None else x.to(device)
 

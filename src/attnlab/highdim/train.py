@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from attnlab.core.seeding import draw_device
 from attnlab.core.validation import check_choice, check_int, check_real, check_tensor
 from attnlab.highdim.data import TASKS, Dataset, attention, sample
 from attnlab.highdim.state_evolution import lam_from_lam_tilde
@@ -151,7 +152,7 @@ def train_erm(
     p = max(1, round(kappa * d))
     if factorised:
         wd = lam_from_lam_tilde(lam, kappa)
-        where = generator.device if generator is not None else torch.device("cpu")
+        where = draw_device(generator, torch.device("cpu"))
         param = torch.randn(p, d, generator=generator, dtype=torch.float64, device=where)
         param = param.to(dev).requires_grad_(True)
 
