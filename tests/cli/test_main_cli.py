@@ -57,7 +57,13 @@ def test_bad_input_gives_status_2_and_one_line(args, needle, tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
     assert needle in lines[0]
-    assert "Traceback" not in r.stderr and r.stdout == ""
+    assert "Traceback" not in r.stderr
+    if "--json" in r.args:  # one error object on stdout too, with the same line as its message
+        err = parse_json(r.stdout)["error"]
+        assert set(err) == {"argument", "expected", "got", "message"}
+        assert lines[0] == f"error: {err['message']}"
+    else:
+        assert r.stdout == ""
 
 
 def test_claims_run_json_then_cached_then_results_export(tmp_path):

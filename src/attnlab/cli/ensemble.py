@@ -1,4 +1,8 @@
-"""``attnlab ensemble``: head diversity and the MSE decomposition of NW ensembles (paper A)."""
+"""``attnlab ensemble``: head diversity and the MSE decomposition of NW ensembles (paper A, docs/ensemble.md).
+
+Every option is checked before any work starts, sizes included: the projections (H · d · d_k values) and
+the Monte Carlo predictions (R · H · queries values) are estimated against the memory available now.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,15 @@ import torch
 import typer
 from rich.table import Table
 
-from attnlab.cli.common import JsonOpt, UsageError, emit_json, out_console
+from attnlab.cli.common import (
+    JsonOpt,
+    TaskProgress,
+    UsageError,
+    check_memory,
+    check_seed,
+    emit_json,
+    out_console,
+)
 
 app = typer.Typer(
     help="Paper A: multi-head attention as an ensemble of Nadaraya–Watson estimators.", no_args_is_help=True
@@ -30,14 +42,19 @@ def hdi(
 
     if layout not in _CLI_LAYOUTS:
         raise UsageError("--layout", "one of " + ", ".join(_CLI_LAYOUTS), layout)
+    if d < 1:
+        raise UsageError("--d", "an integer >= 1", d)
     if heads < 2:
         raise UsageError("--heads", "an integer >= 2 (HDI is a mean over pairs of heads)", heads)
-    if d < 1 or dk < 1 or dk > d:
+    if dk < 1 or dk > d:
         raise UsageError("--dk", f"an integer in [1, d = {d}]", dk)
-    if seed < 0:
-        raise UsageError("--seed", "a non-negative integer", seed)
-    W = projection_layout(layout, heads, d, dk, generator=torch.Generator().manual_seed(seed))
-    div = diversity(W)
+    if layout == "orthogonal" and heads * dk > d:
+        raise UsageError("--layout", f"random or shared when H · d_k = {heads * dk} > d = {d}", layout)
+    seed = check_seed(seed)
+    _check_projection_memory(d, heads, dk)
+    with TaskProgress(f"HDI of {heads} heads in R^{d}"):
+        W = projection_layout(layout, heads, d, dk, generator=torch.Generator().manual_seed(seed))
+        div = diversity(W)
     out = {
         "hdi": div.hdi,
         "hdi_null": div.hdi_null,
@@ -86,20 +103,44 @@ def decompose(
 ) -> None:
     """One Monte Carlo MSE decomposition (bias², variance, covariance vs the direct MSE)."""
     from attnlab.core.geometry import diversity
+    from attnlab.core.validation import check_choice, check_int, check_real
     from attnlab.ensemble.data import RegressionTask
     from attnlab.ensemble.decomposition import decompose as run_decompose
-    from attnlab.ensemble.layouts import projection_layout
+    from attnlab.ensemble.heads import KERNELS
+    from attnlab.ensemble.layouts import LAYOUTS, projection_layout
     from attnlab.ensemble.weights import head_weights
 
-    if weights not in ("uniform", "geometric", "fibonacci"):
-        raise UsageError("--weights", "one of uniform, geometric, fibonacci", weights)
-    if seed < 0:
-        raise UsageError("--seed", "a non-negative integer", seed)
+    d = check_int("--d", d, min=1)
+    heads = check_int("--heads", heads, min=1)
+    dk = check_int("--dk", dk, min=1, max=d)
+    check_choice("--layout", layout, LAYOUTS)
+    if layout == "controlled":
+        if angle is None:
+            raise UsageError("--angle", "a principal angle in [0, 90] degrees with --layout controlled", None)
+        check_real("--angle", angle, min=0.0, max=90.0)
+    if layout == "orthogonal" and heads * dk > d:
+        raise UsageError(
+            "--layout", f"random, shared or controlled when H · d_k = {heads * dk} > d = {d}", layout
+        )
+    n = check_int("--n", n, min=2)
+    queries = check_int("--queries", queries, min=1)
+    reps = check_int("--reps", reps, min=2)
+    check_real("--noise", noise, min=0.0)
+    check_real("--c", c, min=0.0, min_open=True)
+    check_choice("--kernel", kernel, KERNELS)
+    check_choice("--weights", weights, ("uniform", "geometric", "fibonacci"))
+    seed = check_seed(seed)
+    _check_projection_memory(d, heads, dk)
+    # predictions (R, H, queries) kept for the moments, queries and one training sample per replication
+    check_memory(
+        "--reps", reps, 8 * (3 * reps * heads * queries + 2 * queries * d + 4 * n * d), "the predictions"
+    )
     task = RegressionTask(d=d, target=target, noise=noise)
     g = torch.Generator().manual_seed(seed)
     W = projection_layout(layout, heads, d, dk, c, angle, generator=g)
     alpha = head_weights(weights, heads)
-    dec = run_decompose(task, W, alpha, n, queries, reps, g, kernel=kernel)
+    with TaskProgress(f"{reps} replications of N = {n}"):
+        dec = run_decompose(task, W, alpha, n, queries, reps, g, kernel=kernel)
     it = dec.integrated()
     out = {
         "bias2": it["bias2"],
@@ -146,3 +187,8 @@ def decompose(
     ):
         t.add_row(k, f"{out[k]:.6g}")
     out_console.print(t)
+
+
+def _check_projection_memory(d: int, heads: int, dk: int) -> None:
+    """H · d · d_k float64 values, with the draw, its QR and the per-head SVDs (~4 copies)."""
+    check_memory("--d", d, 4 * 8 * heads * d * dk, f"{heads} projections of size {d} × {dk}")

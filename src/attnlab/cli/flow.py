@@ -1,7 +1,8 @@
-"""``attnlab flow``: multi-head self-attention dynamics on the sphere (THEORY.md B).
+"""``attnlab flow``: multi-head self-attention dynamics on the sphere (docs/flow.md).
 
-Commands: ``beta-star`` (closed form of THEORY.md B4), ``equiangular`` (B5) and ``simulate``
-(a batch of trajectories, with energy and cluster statistics).
+Commands: ``beta-star`` (closed form of docs/flow.md B4), ``equiangular`` (B5) and ``simulate``
+(a batch of trajectories, with energy and cluster statistics). Every option is checked before any
+work starts, including the number of steps (``--max-steps``) and the memory a batch needs.
 """
 
 from __future__ import annotations
@@ -11,7 +12,23 @@ from pathlib import Path
 
 import typer
 
-from attnlab.cli.common import JsonOpt, UsageError, emit_json, err_console, out_console
+from attnlab.cli.common import (
+    JsonOpt,
+    TaskProgress,
+    UsageError,
+    check_device,
+    check_memory,
+    check_out_file,
+    check_seed,
+    emit_json,
+    err_console,
+    out_console,
+)
+
+#: Figure formats ``--figure`` accepts (matplotlib writes each from the suffix).
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+#: ``e^{βλ}`` must stay within float64 range (e^709.8 overflows): ``β · max λ_h`` is capped here.
+BETA_LAMBDA_MAX = 700.0
 
 app = typer.Typer(help="Multi-head self-attention dynamics on the sphere (paper B).", no_args_is_help=True)
 
@@ -37,8 +54,12 @@ def beta_star_cmd(
     json_out: bool = JsonOpt,
 ) -> None:
     """Critical inverse temperature β* of radial dominance (form 3) and the form-2 threshold."""
+    from attnlab.core.validation import check_int, check_real
     from attnlab.dynamics import theory
 
+    check_int("--heads", heads, min=1)
+    check_int("--n", n, min=2)
+    check_real("--strength", strength, min=0.0, min_open=True)
     b = theory.beta_star(heads, n, strength)
     out = b.to_dict()
     if not out["note"]:
@@ -46,7 +67,7 @@ def beta_star_cmd(
     if json_out:
         emit_json(out)
     else:
-        _table("beta* (THEORY.md B4)", {k: ("inf" if v is None else v) for k, v in out.items()})
+        _table("beta* (docs/flow.md B4)", {k: ("inf" if v is None else v) for k, v in out.items()})
 
 
 def _parse_strengths(text: str) -> list[float]:
@@ -71,9 +92,21 @@ def equiangular_cmd(
     json_out: bool = JsonOpt,
 ) -> None:
     """Equiangular regime with scalar softmax heads: t_star (γ from 0 to target), early and late rates."""
+    from attnlab.core.validation import check_choice, check_int, check_real
     from attnlab.dynamics import theory
 
+    check_int("--n", n, min=2)
+    check_real("--beta", beta, min=0.0)
+    check_real("--target", target, min=0.0, max=1.0, min_open=True, max_open=True)
+    check_choice("--scale", scale, ("1", "1/n"))
     lam = _parse_strengths(strengths)
+    if beta * max(lam) > BETA_LAMBDA_MAX:
+        raise UsageError(
+            "--beta",
+            f"β · max λ_h <= {BETA_LAMBDA_MAX:g} (e^(βλ) must stay in float64 range; "
+            f"here β · max λ_h = {beta * max(lam):.3g})",
+            beta,
+        )
     out = {
         "n": n,
         "beta": beta,
@@ -88,7 +121,7 @@ def equiangular_cmd(
     if json_out:
         emit_json(out)
     else:
-        _table("equiangular regime (THEORY.md B5)", out)
+        _table("equiangular regime (docs/flow.md B5)", out)
 
 
 @app.command("simulate")
@@ -105,13 +138,19 @@ def simulate_cmd(
     space: str = typer.Option("sphere", "--space", help="sphere | flat."),
     combine: str = typer.Option("sum", "--combine", help="sum | mean over heads."),
     dtype: str = typer.Option("float64", "--dtype", help="float64 | float32."),
-    device: str = typer.Option("cpu", "--device", help="cpu | cuda."),
+    device: str = typer.Option("cpu", "--device", help="cpu | cuda | cuda:N."),
     seed: int = typer.Option(0, "--seed", help="Seed of the heads and the initial tokens."),
     records: int = typer.Option(
         20, "--records", help="Number of recorded times (energy monotonicity is checked there)."
     ),
+    max_steps: int = typer.Option(
+        1_000_000,
+        "--max-steps",
+        help="Step cap: a fixed-step run needing more steps (T/dt) is refused before it starts; "
+        "an adaptive run stops with an error when it reaches the cap.",
+    ),
     figure: Path | None = typer.Option(
-        None, "--figure", help="Write a PNG of energy and cluster fraction over time."
+        None, "--figure", help="Write a figure of energy and cluster fraction over time (.png, .svg, .pdf)."
     ),
     json_out: bool = JsonOpt,
 ) -> None:
@@ -120,41 +159,49 @@ def simulate_cmd(
 
     from attnlab.core.seeding import derive_seed, generator
     from attnlab.core.validation import check_choice, check_int, check_real
-    from attnlab.dynamics import Heads, Record, init, simulate
+    from attnlab.dynamics import METHODS, Heads, Record, init, simulate
+    from attnlab.dynamics.field import SCORE_BLOCK_BYTES
 
-    check_choice("--dtype", dtype, ("float64", "float32"))
-    check_choice("--device", device, ("cpu", "cuda"))
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device", "an available CUDA device", device)
-    check_real("--time", time, min=0.0, min_open=True)
-    check_real("--beta", beta, min=0.0)
+    n = check_int("--n", n, min=2)
+    d = check_int("--d", d, min=1)
+    heads = check_int("--heads", heads, min=1)
+    batch = check_int("--batch", batch, min=1)
+    beta = check_real("--beta", beta, min=0.0)
+    time = check_real("--time", time, min=0.0, min_open=True)
+    dt = check_real("--dt", dt, min=0.0, min_open=True)
     records = check_int("--records", records, min=1)
+    max_steps = check_int("--max-steps", max_steps, min=1)
+    check_choice("--kind", kind, ("usa", "softmax", "relu"))
+    check_choice("--method", method, METHODS)
+    check_choice("--space", space, ("sphere", "flat"))
+    check_choice("--combine", combine, ("sum", "mean"))
+    check_choice("--dtype", dtype, ("float64", "float32"))
+    device = check_device(device)
+    seed = check_seed(seed)
+    if figure is not None:
+        figure = check_out_file("--figure", figure, FIGURE_SUFFIXES)
+    nsteps = max(1, math.ceil(time / dt - 1e-9)) if method != "adaptive" else None
+    if nsteps is not None and nsteps > max_steps:
+        raise UsageError(
+            "--dt",
+            f"at most --max-steps {max_steps} steps over --time {time:g} (T/dt = {time / dt:.3g} steps; "
+            "raise --dt or --max-steps)",
+            dt,
+        )
+    item = 8 if dtype == "float64" else 4
+    # tokens with the RK4/Dormand–Prince stages (~10 copies of (B, n, d)), heads (2 H d²), one block of scores
+    need = item * (10 * batch * n * d + 2 * heads * d * d) + SCORE_BLOCK_BYTES
+    check_memory(
+        "--batch" if batch > 1 else "--n", batch if batch > 1 else n, need, "tokens, stages and heads"
+    )
     tdtype = torch.float64 if dtype == "float64" else torch.float32
     spec = Heads.random_symmetric(
-        check_int("--heads", heads, min=1),
-        check_int("--d", d, min=1),
-        generator=generator(derive_seed(seed, "heads")),
-        kind=check_choice("--kind", kind, ("usa", "softmax", "relu")),
-        combine=combine,
+        heads, d, generator=generator(derive_seed(seed, "heads")), kind=kind, combine=combine
     )
-    x0 = init.uniform(
-        batch=check_int("--batch", batch, min=1),
-        n=check_int("--n", n, min=2),
-        d=d,
-        seed=derive_seed(seed, "tokens"),
-        dtype=tdtype,
-        device=device,
-    )
+    x0 = init.uniform(batch=batch, n=n, d=d, seed=derive_seed(seed, "tokens"), dtype=tdtype, device=device)
     obs = ("energy", "clusters") if beta > 0 else ("clusters",)
-    sol = simulate(
-        spec,
-        x0,
-        beta=beta,
-        t1=time,
-        method=method,
-        dt=dt,
-        space=space,
-        record=Record(every=time / records, observables=obs),
+    sol = _simulate_in_segments(
+        simulate, spec, x0, beta, time, method, dt, space, Record(observables=obs), records, nsteps, max_steps
     )
     cf = sol.observables["cluster_fraction"]  # (T, B)
     out: dict = {
@@ -202,6 +249,7 @@ def simulate_cmd(
         b.set(
             xlabel="time t (model units)", ylabel="fraction of pairs with <x_i,x_j> > 0.999", title="clusters"
         )
+        figure.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(figure)
         out["figure"] = str(figure)
         err_console.print(f"figure written to {figure}")
@@ -209,3 +257,69 @@ def simulate_cmd(
         emit_json(out)
     else:
         _table("simulation", out)
+
+
+def _simulate_in_segments(simulate, spec, x0, beta, time, method, dt, space, record, records, nsteps, cap):
+    """Integrate over ``records`` consecutive segments (one recorded time each), with progress.
+
+    Fixed-step methods keep one step ``h = T/nsteps`` throughout, so the trajectory is the one a single
+    call would compute; the adaptive method restarts its step control at each recorded time.
+    """
+    import torch
+
+    from attnlab.dynamics import Solution
+
+    fixed = nsteps is not None
+    segments = min(records, nsteps) if fixed else records
+    h = time / nsteps if fixed else None
+    bounds = [round(k * nsteps / segments) for k in range(segments + 1)] if fixed else None
+    x, t_now, sols, used = x0, 0.0, [], 0
+    total = nsteps if fixed else time
+    with TaskProgress(
+        f"{method} steps" if fixed else "time", total=total, unit="steps" if fixed else "t"
+    ) as bar:
+        for k in range(segments):
+            if fixed:
+                seg_steps = bounds[k + 1] - bounds[k]
+                length, step = seg_steps * h, h
+            else:
+                length, step = time / segments, dt
+            try:
+                sol = simulate(
+                    spec,
+                    x,
+                    beta=beta,
+                    t1=length,
+                    method=method,
+                    dt=step,
+                    space=space,
+                    record=record,
+                    max_steps=max(1, cap - used),
+                )
+            except ValueError as e:
+                if not str(e).startswith("max_steps"):
+                    raise
+                raise UsageError(
+                    "--max-steps",
+                    f"enough steps to reach --time {time:g} (the cap was hit near t = {t_now:.4g})",
+                    cap,
+                ) from None
+            used += sol.steps + sol.rejected
+            sols.append(sol)
+            x, t_now = sol.x, t_now + length
+            bar.update(done=bounds[k + 1] if fixed else t_now)
+    obs = {
+        key: torch.cat([sols[0].observables[key][:1]] + [s.observables[key][-1:] for s in sols])
+        for key in sols[0].observables
+    }
+    times = torch.cumsum(torch.tensor([0.0] + [float(s.t[-1]) for s in sols], dtype=torch.float64), 0)
+    return Solution(
+        t=times,
+        x=x,
+        observables=obs,
+        steps=sum(s.steps for s in sols),
+        rejected=sum(s.rejected for s in sols),
+        evaluations=sum(s.evaluations for s in sols),
+        method=method,
+        space=sols[0].space,
+    )

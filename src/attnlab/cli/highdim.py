@@ -1,7 +1,9 @@
 """``attnlab highdim``: paper C (single-head tied attention in high dimensions).
 
-``--noise`` is the label-noise variance Δ; ``--lam`` is λ̃, the nuclear-norm coefficient of THEORY.md C2
-(the weight decay on W is λ = λ̃/√κ).
+``--noise`` is the label-noise variance Δ; ``--lam`` is λ̃, the nuclear-norm coefficient of docs/highdim.md C2
+(the weight decay on W is λ = λ̃/√κ). Options are checked before any work starts, and the memory a
+training run needs (about ``n = α d²`` sequences of T tokens in float64, with autograd's copies) is
+estimated against what is available; solving and training show progress.
 """
 
 from __future__ import annotations
@@ -11,7 +13,17 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from attnlab.cli.common import JsonOpt, check_device, emit_json, err_console, out_console
+from attnlab.cli.common import (
+    JsonOpt,
+    TaskProgress,
+    UsageError,
+    check_device,
+    check_memory,
+    check_out_file,
+    check_seed,
+    emit_json,
+    out_console,
+)
 
 app = typer.Typer(help="Paper C: single-head tied attention in high dimensions.", no_args_is_help=True)
 
@@ -21,6 +33,48 @@ TOK = typer.Option(2, "--tokens", help="Sequence length T.")
 LAM = typer.Option(0.01, "--lam", help="λ̃: nuclear-norm coefficient (weight decay λ = λ̃/√κ).")
 BETA = typer.Option(1.0, "--beta", help="Student inverse temperature β.")
 BETA0 = typer.Option(1.0, "--beta0", help="Target inverse temperature β0.")
+
+
+def _check_setting(
+    kappa0: float, noise: float, tokens: int, lam: float, beta: float = 1.0, beta0: float = 1.0
+):
+    from attnlab.core.validation import check_int, check_real
+
+    check_real("--kappa0", kappa0, min=0.0, min_open=True)
+    check_real("--noise", noise, min=0.0)
+    check_int("--tokens", tokens, min=2, max=64)
+    check_real("--lam", lam, min=0.0)
+    check_real("--beta", beta, min=0.0, min_open=True)
+    check_real("--beta0", beta0, min=0.0)
+
+
+def _check_nodes(nodes: int, tokens: int) -> None:
+    from attnlab.core.validation import check_int
+
+    check_int("--nodes", nodes, min=16)
+    # per node: the K = T(T+1)/2 flat coordinates of (z*, z, ξ, h), a T × T softmax and Newton's
+    # K × K systems, in float64 with working copies (~40 values per T² entry)
+    check_memory("--nodes", nodes, 8 * 40 * nodes * tokens**2 * max(1, tokens // 2), "the quadrature nodes")
+
+
+def _check_training(d: int, alpha: float, tokens: int, task: str, kappa: float, max_steps: int, seed: int):
+    """Options of an Adam run, and its memory: X (n, T, d), labels, logits and their autograd copies."""
+    from attnlab.core.validation import check_choice, check_int, check_real
+
+    d = check_int("--d", d, min=2)
+    alpha = check_real("--alpha", alpha, min=0.0, min_open=True)
+    check_choice("--task", task, ("seq2lab", "seq2seq"))
+    check_real("--kappa", kappa, min=0.0, min_open=True)
+    check_int("--max-steps", max_steps, min=1)
+    check_seed(seed)
+    n = round(alpha * d * d)
+    if n < 1:
+        raise UsageError(
+            "--alpha", f"at least one training sequence (α d² >= 0.5, here {alpha * d * d:.3g})", alpha
+        )
+    label = tokens * (d if task == "seq2seq" else tokens)
+    per_seq = 8 * (4 * tokens * d + 6 * tokens * tokens + 2 * label)
+    check_memory("--alpha", alpha, (n + 2000) * per_seq + 8 * 8 * d * d, f"n = α d² = {n:.3g} sequences")
 
 
 def _show(title: str, out: dict) -> None:
@@ -50,11 +104,16 @@ def se(
     ),
     json_out: bool = JsonOpt,
 ) -> None:
-    """Solve the state evolution (THEORY.md C3) at one α: order parameters and observables."""
+    """Solve the state evolution (docs/highdim.md C3) at one α: order parameters and observables."""
+    from attnlab.core.validation import check_real
     from attnlab.highdim import Setting, state_evolution
 
+    _check_setting(kappa0, noise, tokens, lam, beta, beta0)
+    check_real("--alpha", alpha, min=0.0, min_open=True)
+    _check_nodes(nodes, tokens)
     s = Setting(kappa0=kappa0, noise=noise, tokens=tokens, lam=lam, beta=beta, beta0=beta0)
-    fp = state_evolution(s, alpha, nodes=nodes, starts="auto" if multi_start else None)
+    with TaskProgress("solving the state evolution"):
+        fp = state_evolution(s, alpha, nodes=nodes, starts="auto" if multi_start else None)
     out = {
         "test_error": fp.test_error,
         "train_loss": fp.train_loss,
@@ -90,6 +149,7 @@ def thresholds(
     """Interpolation threshold at Δ and perfect-recovery thresholds (always at Δ = 0)."""
     from attnlab.highdim import thresholds as th
 
+    _check_setting(kappa0, noise, tokens, 0.0)
     out = th(kappa0, noise, tokens).to_dict()
     if noise == 0:
         out["note"] = "alpha_interp needs Δ > 0 (it tends to (1 + 2κ0 − κ0²)/4 / ((T²+T−2)/2) as Δ → 0+)"
@@ -121,23 +181,17 @@ def train(
     json_out: bool = JsonOpt,
 ) -> None:
     """Train the student by full-batch Adam (lr 0.1, float64 loss, relative tolerance)."""
-    from rich.progress import Progress
-
     from attnlab.highdim import TrainConfig, simulate
 
+    _check_setting(kappa0, noise, tokens, lam)
+    _check_training(d, alpha, tokens, task, kappa, max_steps, seed)
     device = check_device(device)
-
     cfg = TrainConfig(max_steps=max_steps)
-    # the bar starts with the first step, so bad input fails with one line and no bar residue
-    bar = Progress(console=err_console, transient=True, disable=json_out)
-    task_id = bar.add_task("Adam", total=max_steps)
+    with TaskProgress("drawing data", total=max_steps) as bar:
 
-    def cb(step: int, loss: float) -> None:
-        if not bar.live.is_started:
-            bar.start()
-        bar.update(task_id, completed=step, description=f"Adam loss/d²={loss:.5f}")
+        def cb(step: int, loss: float) -> None:
+            bar.update(done=step, description=f"Adam loss/d²={loss:.5f}")
 
-    try:
         r = simulate(
             d,
             alpha,
@@ -153,9 +207,6 @@ def train(
             progress=cb,
             device=device,
         )
-    finally:
-        if bar.live.is_started:
-            bar.stop()
     out = r.to_dict() | {"d": d, "alpha": alpha, "lam_tilde": lam, "device": str(r.S.device)}
     if json_out:
         emit_json(out)
@@ -174,10 +225,22 @@ def spectrum(
     seed: int = typer.Option(0, "--seed", help="Seed."),
     nodes: int = typer.Option(4096, "--nodes", help="Quasi-random nodes of the state evolution."),
     max_steps: int = typer.Option(3000, "--max-steps", help="Adam step cap."),
-    out: Path = typer.Option(Path("highdim_spectrum.png"), "--out", help="Figure path (PNG; an SVG beside)."),
+    out: Path = typer.Option(
+        Path("highdim_spectrum.png"),
+        "--out",
+        help="Figure path (.png; an .svg beside); a folder gets highdim_spectrum.png inside it.",
+    ),
     json_out: bool = JsonOpt,
 ) -> None:
-    """Predicted spectrum of the learned S (THEORY.md C4) against Adam's, written as a figure."""
+    """Predicted spectrum of the learned S (docs/highdim.md C4) against Adam's, written as a figure."""
+    _check_setting(kappa0, noise, tokens, lam)
+    _check_training(d, alpha, tokens, "seq2lab", 1.0, max_steps, seed)
+    _check_nodes(nodes, tokens)
+    out = check_out_file("--out", out, (".png",), folder_name="highdim_spectrum.png")
+    svg = out.with_suffix(".svg")
+    if svg.is_dir():
+        raise UsageError("--out", f"a path whose .svg twin is not a folder ({svg})", str(out))
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -187,10 +250,22 @@ def spectrum(
     from attnlab.highdim import Setting, TrainConfig, predicted_spectrum, simulate, state_evolution
 
     s = Setting(kappa0=kappa0, noise=noise, tokens=tokens, lam=lam)
-    fp = state_evolution(s, alpha, nodes=nodes)
-    ps = predicted_spectrum(s, fp)
+    with TaskProgress("state evolution (theory side)"):
+        fp = state_evolution(s, alpha, nodes=nodes)
+        ps = predicted_spectrum(s, fp)
     cfg = TrainConfig(max_steps=max_steps)
-    r = simulate(d, alpha, kappa0=kappa0, noise=noise, tokens=tokens, lam=lam, seed=seed, config=cfg)
+    with TaskProgress("drawing data", total=max_steps) as bar:
+        r = simulate(
+            d,
+            alpha,
+            kappa0=kappa0,
+            noise=noise,
+            tokens=tokens,
+            lam=lam,
+            seed=seed,
+            config=cfg,
+            progress=lambda step, loss: bar.update(done=step, description=f"Adam loss/d²={loss:.5f}"),
+        )
     ev = r.eigenvalues
     nz = ev[ev > 1e-3]
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -202,7 +277,7 @@ def spectrum(
     ax.legend(fontsize=8)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
-    fig.savefig(out.with_suffix(".svg"))
+    fig.savefig(svg)
     plt.close(fig)
     res = {
         "figure": str(out),

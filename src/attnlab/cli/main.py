@@ -8,6 +8,7 @@ exactly one line on stderr with exit status 2 (never a usage box or a traceback)
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import click
@@ -71,45 +72,102 @@ def _one_line(msg: str) -> str:
     return " ".join(str(msg).split())
 
 
+_CLICK_VALUE = re.compile(r"^'?(?P<got>.*?)'? is not (?P<expected>.+?)\.?$")
+
+
+def _fail(fields: dict, as_json: bool) -> int:
+    """One line on stderr (and, with --json, one error object on stdout); exit status 2."""
+    print(f"error: {fields['message']}", file=sys.stderr)
+    if as_json:
+        from attnlab.cli.common import emit_json
+
+        emit_json({"error": fields})
+    return 2
+
+
+def _click_fields(e: BaseException) -> dict:
+    """Name the option a click usage error is about, as ``--opt: expected X, got Y``."""
+    from attnlab.cli.common import error_fields
+
+    msg = _one_line(e.format_message())
+    if isinstance(e, _exc("NoSuchOption")):
+        name = getattr(e, "option_name", None)
+        return {
+            "argument": name,
+            "expected": "an option of this command",
+            "got": name,
+            "message": f"{msg} (see --help)",
+        }
+    param = getattr(e, "param", None)
+    if param is None:
+        if isinstance(e, _exc("UsageError")) and "No such command" in msg:
+            return {"argument": "COMMAND", "expected": "a command (see --help)", "got": None, "message": msg}
+        return error_fields(msg)
+    opts = [o for o in (getattr(param, "opts", None) or []) if o.startswith("-")]
+    name = opts[0] if opts else (getattr(param, "metavar", None) or str(param.name).upper())
+    if isinstance(e, _exc("MissingParameter")):
+        return {
+            "argument": name,
+            "expected": "a value",
+            "got": None,
+            "message": f"{name}: expected a value, got nothing",
+        }
+    detail = _one_line(getattr(e, "message", msg))
+    m = _CLICK_VALUE.match(detail)
+    if m:
+        expected = m["expected"]
+        return {
+            "argument": name,
+            "expected": expected,
+            "got": m["got"],
+            "message": f"{name}: expected {expected}, got {m['got']!r}",
+        }
+    return {"argument": name, "expected": detail, "got": None, "message": f"{name}: {detail}"}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, map errors to one stderr line and an exit status."""
+    from attnlab.cli.common import error_fields
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in args
     try:
-        rv = app(args=argv, prog_name="attnlab", standalone_mode=False)
+        rv = app(args=args, prog_name="attnlab", standalone_mode=False)
         return int(rv or 0) if isinstance(rv, int) else 0
     except _exc("Exit") as e:
         return e.exit_code
     except _exc("Abort"):
         print("interrupted", file=sys.stderr)
         return 130
-    except _exc("NoSuchOption") as e:
-        print(f"error: {_one_line(e.format_message())} (see --help)", file=sys.stderr)
-        return 2
-    except _exc("UsageError") as e:
-        msg = e.format_message()
-        param = getattr(e, "param", None)
-        if param is not None:
-            opts = [o for o in (getattr(param, "opts", None) or []) if o.startswith("-")]
-            name = opts[0] if opts else (getattr(param, "metavar", None) or str(param.name).upper())
-            if isinstance(e, _exc("MissingParameter")):
-                msg = f"{name}: expected a value, got nothing"
-            elif isinstance(e, _exc("BadParameter")):
-                msg = f"{name}: {e.message}"
-        print(f"error: {_one_line(msg)}", file=sys.stderr)
-        return 2
+    except _exc("UsageError") as e:  # click's: unknown option, bad value, missing argument
+        return _fail(_click_fields(e), as_json)
     except (UsageError, ValueError) as e:
-        print(f"error: {_one_line(str(e))}", file=sys.stderr)
-        return 2
+        return _fail(error_fields(e), as_json)
+    except OSError as e:
+        if getattr(e, "filename", None) is None:
+            raise_internal = e
+        else:  # a user path that cannot be read or written: one line, status 2
+            where = str(e.filename)
+            why = _one_line(e.strerror or type(e).__name__).lower()
+            fields = {"argument": where, "expected": "a path this command can use", "got": why}
+            fields["message"] = f"{where}: expected a path this command can use, got {why}"
+            return _fail(fields, as_json)
+        return _internal(raise_internal)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 - one line, unless debugging
-        if os.environ.get("ATTNLAB_DEBUG"):
-            raise
-        print(
-            f"internal error: {type(e).__name__}: {_one_line(str(e))} (ATTNLAB_DEBUG=1 for a traceback)",
-            file=sys.stderr,
-        )
-        return 1
+        return _internal(e)
+
+
+def _internal(e: Exception) -> int:
+    if os.environ.get("ATTNLAB_DEBUG"):
+        raise e
+    print(
+        f"internal error: {type(e).__name__}: {_one_line(str(e))} (ATTNLAB_DEBUG=1 for a traceback)",
+        file=sys.stderr,
+    )
+    return 1
 
 
 if __name__ == "__main__":  # pragma: no cover
