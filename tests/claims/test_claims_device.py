@@ -12,7 +12,7 @@ import torch
 
 from attnlab.claims.ensemble import BUDGET_LAW, WEIGHTING
 from attnlab.claims.flow import ENERGY, EQUI
-from attnlab.claims.models import MINILM_DIVERSITY
+from attnlab.claims.models.minilm_diversity import CLAIM as MINILM_DIVERSITY
 
 
 def _first(claim, device: str, overrides: dict | None = None):

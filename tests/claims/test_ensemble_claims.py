@@ -10,7 +10,7 @@ import pytest
 
 matplotlib.use("Agg")
 
-from attnlab.claims.base import Point, Row  # noqa: E402
+from attnlab.engine.protocol import Point, Row  # noqa: E402
 from attnlab.claims.ensemble import (  # noqa: E402
     BUDGET_LAW,
     CLAIMS,

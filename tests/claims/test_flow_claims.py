@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attnlab.claims import flow
-from attnlab.claims.base import Point, Row
+from attnlab.engine.protocol import Point, Row
 
 IDS = {
     "flow.energy-monotone",

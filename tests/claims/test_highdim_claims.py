@@ -2,7 +2,7 @@
 
 import pytest
 
-from attnlab.claims.base import Row
+from attnlab.engine.protocol import Row
 from attnlab.claims.highdim import CLAIMS
 
 IDS = {
@@ -209,7 +209,7 @@ def test_scaling_verdict_fits_both_sides():
 
 
 def test_scaling_simulation_point_is_a_paired_excess(one_thread):
-    from attnlab.claims.base import Point
+    from attnlab.engine.protocol import Point
 
     c = _claim("highdim.scaling-law")
     params = {"side": "simulation", "alpha": 0.3, "d": 10, "gamma": 1.0, "noise": 0.1, "lam": 1e-3}

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import torch
 
-from attnlab.claims.base import Claim, Grid, Point, Result, Verdict
+from attnlab.engine.protocol import Claim, Grid, Point, Result, Verdict
 
 
 def _value_run(point: Point) -> Result:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from attnlab.claims.base import Claim, Grid, Point, Result, Verdict, parse_override
+from attnlab.engine.protocol import Claim, Grid, Point, Result, Verdict, parse_override
 from attnlab.core.seeding import derive_seed
 
 
@@ -65,7 +65,7 @@ def test_point_ids_and_seeds_stable_across_processes():
     c = _claim(quick=Grid({"a": [1, 2.5], "b": ["u"]}, seeds=2), full=Grid({"a": [1]}))
     here = [(p.point_id, p.seed) for p in c.points("quick", root_seed=7)]
     code = (
-        "import json; from attnlab.claims.base import Claim, Grid, Verdict, Result\n"
+        "import json; from attnlab.engine.protocol import Claim, Grid, Verdict, Result\n"
         "c = Claim('t.grid', 'theorem', 'A', 's', 3, {'quick': Grid({'a': [1, 2.5], 'b': ['u']}, seeds=2),"
         " 'full': Grid({'a': [1]})}, lambda p: Result({}), lambda r: Verdict('holds', {}, ''))\n"
         "print(json.dumps([(p.point_id, p.seed) for p in c.points('quick', root_seed=7)]))"

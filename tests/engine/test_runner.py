@@ -51,9 +51,10 @@ def test_set_override_changes_what_is_computed(tmp_path, testclaims):
     assert sorted(r["params"]["x"] for r in shifted) == [1, 2]
     for r in shifted:  # a different point (its own seed), and the shift is applied
         assert r["seed"] != base[r["params"]["x"]]["seed"]
-    # the verdict reads the latest run only: the two overridden points
-    (o,) = collect_outcomes(tmp_path, testclaims.CLAIMS)[:1]
-    assert o.verdict.numbers["points"] == 2
+    # a run with overrides is a named variant beside (never instead of) the profile's verdict
+    outs = {o.variant: o for o in collect_outcomes(tmp_path, variants=True) if o.id == c.id}
+    assert outs[""].verdict.numbers["points"] == 8
+    assert outs['shift=1.5, x=[1,2]'].verdict.numbers["points"] == 2
 
 
 def test_failing_point_is_stored_as_failed_and_others_finish(tmp_path, testclaims):
@@ -69,7 +70,7 @@ def test_failing_point_is_stored_as_failed_and_others_finish(tmp_path, testclaim
     assert (s2.cached, s2.computed) == (6, 0)  # a failed point is a stored result
     s3 = run_claims([c], out=tmp_path, backend="serial", threads=1, retry_failed=True)
     assert (s3.cached, s3.computed, s3.failed) == (5, 1, 1)  # only the failed point is retried
-    o = [o for o in collect_outcomes(tmp_path, testclaims.CLAIMS) if o.claim.id == c.id][0]
+    o = [o for o in collect_outcomes(tmp_path) if o.id == c.id][0]
     assert o.verdict.status == "fails" and o.verdict.numbers["failed"] == 1
 
 

@@ -1,4 +1,5 @@
-"""The claim registry: one module per paper, each exporting ``CLAIMS``.
+"""The claim registry: one package per area (``claims/<area>/<name>.py``, one claim per file),
+each package exporting ``CLAIMS``. The protocol a claim implements lives in ``attnlab.engine.protocol``.
 
 Extra claim modules (a user's own, or test claims) are added with the environment variable
 ``ATTNLAB_EXTRA_CLAIMS`` (comma-separated importable module names).
@@ -9,8 +10,10 @@ from __future__ import annotations
 import importlib
 import os
 
-from attnlab.claims.base import (
+from attnlab.engine.protocol import (
     KINDS,
+    Control,
+    Predict,
     PROFILES,
     VERDICTS,
     Claim,
@@ -28,6 +31,8 @@ __all__ = [
     "PROFILES",
     "VERDICTS",
     "Claim",
+    "Control",
+    "Predict",
     "Grid",
     "Point",
     "Result",

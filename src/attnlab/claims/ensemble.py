@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from attnlab.claims.base import Claim, Grid, Point, Result, Row, Verdict
+from attnlab.engine.protocol import Claim, Grid, Point, Result, Row, Verdict
 from attnlab.ensemble.nw import nw_estimate
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch.func import jvp
 
-from attnlab.claims.base import Claim, Grid, Point, Result, Row, Verdict
+from attnlab.engine.protocol import Claim, Grid, Point, Result, Row, Verdict
 from attnlab.dynamics import (
     Heads,
     Record,

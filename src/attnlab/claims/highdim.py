@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from attnlab.claims.base import Claim, Grid, Point, Result, Row, Verdict
+from attnlab.engine.protocol import Claim, Grid, Point, Result, Row, Verdict
 
 PAPER = "C"
 

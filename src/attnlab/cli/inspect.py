@@ -104,7 +104,7 @@ def _write_csv(path: Path, rows: tuple[dict[str, Any], ...]) -> None:
 
 
 def _write_figures(folder: Path, diag: Any) -> list[str]:
-    from attnlab.claims.models import draw_figures
+    from attnlab.report.figures.models import draw_figures
 
     if folder.exists() and not folder.is_dir():
         raise UsageError("--figures", "a folder", str(folder))

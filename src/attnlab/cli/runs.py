@@ -45,8 +45,29 @@ def _check_common(profile: str, backend: str, workers: int | None, seed: int, ou
         raise UsageError("--workers", "an integer >= 1", workers)
     if seed < 0:
         raise UsageError("--seed", "a non-negative integer", seed)
+    from attnlab.cli.common import SEED_MAX, check_out_folder
+
+    if seed > SEED_MAX:
+        raise UsageError("--seed", f"an integer <= {SEED_MAX} (2^63 - 1, the store's integer range)", seed)
     if out.exists() and not out.is_dir():
         raise UsageError("--out", "a folder (or a path to create)", str(out))
+    check_out_folder("--out", out)
+    # --threads is not an argument here; read it from the command's parsed options
+    from typer._click.globals import get_current_context
+
+    ctx = get_current_context(silent=True)
+    threads = ctx.params.get("threads") if ctx is not None else None
+    if threads is not None and threads < 1:
+        raise UsageError("--threads", "an integer >= 1 (torch threads per point)", threads)
+
+
+def _param_names(claim, profile: str) -> set[str]:
+    """The names ``--set`` may give for ``claim``: its Params fields (or its grid's names) and rep."""
+    import dataclasses
+
+    if claim.params is not None:
+        return {f.name for f in dataclasses.fields(claim.params)} | {"rep"}
+    return claim.grids[profile].names() | {"rep"}
 
 
 def _parse_sets(sets: list[str] | None) -> dict[str, Any]:
@@ -69,7 +90,11 @@ class _Bar:
         if event == "start":
             total, todo = payload["total"], payload["todo"]
             err_console.print(f"[dim]{total} points: {total - todo} stored already, {todo} to compute[/dim]")
-            if todo:
+            if todo and not err_console.is_terminal:  # a log: one line every ~10 s (done/total, rate, ETA)
+                from attnlab.cli.common import LogTicker
+
+                self.ticker = LogTicker("computing", todo, unit="points")
+            elif todo:
                 self.progress = Progress(
                     TextColumn("[bold]{task.description}"),
                     BarColumn(),
@@ -81,11 +106,16 @@ class _Bar:
                 )
                 self.progress.start()
                 self.task = self.progress.add_task("computing", total=todo, last="")
+        elif event == "point" and getattr(self, "ticker", None) is not None:
+            self.ticker.update(advance=1, description=f"computing (last: {payload.claim_id})")
         elif event == "point" and self.progress is not None:
             mark = "" if payload.status == "ok" else " [red]failed[/red]"
             self.progress.update(self.task, advance=1, last=f"{payload.claim_id}{mark}")
 
     def close(self) -> None:
+        if getattr(self, "ticker", None) is not None:
+            self.ticker.close(final=True)
+            self.ticker = None
         if self.progress is not None:
             self.progress.stop()
             self.progress = None
@@ -118,17 +148,14 @@ def execute_run(
     if overrides_all:
         used: set[str] = set()
         for c in claims:
-            names = c.grids[profile].names() | {"rep"}
+            names = _param_names(c, profile)
             mine = {k: v for k, v in overrides_all.items() if per_claim_sets or k in names}
             if mine:
-                overrides[c.id] = mine
+                overrides[c.id] = c.check_overrides(mine)  # names and types against Params
                 used |= set(mine) & names
         unused = sorted(set(overrides_all) - used)
         if unused and not per_claim_sets:
             raise UsageError("--set", "a parameter of at least one claim", unused[0])
-        if per_claim_sets:
-            for c in claims:  # raises a clear ValueError for unknown keys
-                c.points(profile, seed, overrides.get(c.id))
     bar = _Bar(quiet=False)
     try:
         summary = run_claims(
@@ -157,7 +184,11 @@ def execute_run(
         raise typer.Exit(1) from None
     finally:
         bar.close()
-    return summary.to_dict()
+    result = summary.to_dict()
+    from attnlab.engine.protocol import variant_name
+
+    result["variants"] = {cid: variant_name(ov) for cid, ov in overrides.items()}
+    return result
 
 
 def claims_table(outcomes, title: str = "claims") -> Table:
@@ -167,15 +198,18 @@ def claims_table(outcomes, title: str = "claims") -> Table:
     t.add_column("claim", no_wrap=True)
     t.add_column("kind")
     t.add_column("verdict", no_wrap=True)
+    t.add_column("power", overflow="fold", max_width=24)
     t.add_column("deciding numbers (first three; all in the report)", overflow="fold", ratio=1)
     t.add_column("s", justify="right", no_wrap=True)
     for o in outcomes:
         v = o.verdict
+        power = o.power.label
         t.add_row(
-            o.claim.id,
-            o.claim.kind,
+            o.title,
+            o.kind,
             f"[{_VERDICT_STYLE[v.status]}]{v.status}[/]",
-            format_numbers(dict(v.numbers), 3),
+            f"[bold magenta]{power}[/]" if o.power.cannot_fail else power,
+            (f"[yellow]{v.regime}[/] " if v.regime else "") + format_numbers(dict(v.numbers), 3),
             f"{o.runtime_s:.1f}",
         )
     return t
@@ -229,7 +263,6 @@ def claims_run(
 ) -> None:
     """Run one claim's grid (stored points are skipped) and print its verdict."""
     from attnlab.claims import get_claim
-    from attnlab.report import collect_outcomes
 
     claim = get_claim(claim_id)
     summary = execute_run(
@@ -247,13 +280,20 @@ def claims_run(
         json_out=json_out,
         per_claim_sets=True,
     )
-    outcome = next(o for o in collect_outcomes(out, [claim]) if o.claim.id == claim.id)
+    outcome = _latest(out, claim.id, summary.get("variants", {}).get(claim.id, ""))
     if json_out:
         emit_json({"summary": summary, "claim": outcome.to_dict(), "store": str(out / "attnlab.sqlite")})
         return
-    out_console.print(claims_table([outcome], title=f"{claim.id} ({profile})"))
+    title = f"{claim.id} ({profile}" + (f"; variant {outcome.variant})" if outcome.variant else ")")
+    out_console.print(claims_table([outcome], title=title))
     if outcome.verdict.note:
         out_console.print(f"[dim]{outcome.verdict.note}[/dim]")
+
+
+def _latest(out: Path, claim_id: str, variant: str):
+    from attnlab.report import collect_outcomes
+
+    return next(o for o in collect_outcomes(out, variants=True) if o.id == claim_id and o.variant == variant)
 
 
 def reproduce(
@@ -304,7 +344,7 @@ def reproduce(
             }
         )
         return
-    out_console.print(claims_table(rep.outcomes, title=f"attnlab claims ({profile} profile)"))
+    out_console.print(claims_table(rep.outcomes + rep.variants, title=f"attnlab claims ({profile} profile)"))
     s = summary
     out_console.print(
         f"{s['points']} points ({s['cached']} from the store, {s['computed']} computed, "
@@ -313,11 +353,18 @@ def reproduce(
     )
 
 
-def report(out: Path = OutOpt, json_out: bool = JsonOpt) -> None:
+def report(
+    out: Path = OutOpt,
+    to: Path = typer.Option(
+        None, "--to", help="Write the report into this folder instead (for a read-only, archived store)."
+    ),
+    json_out: bool = JsonOpt,
+) -> None:
     """Rebuild report.html / report.md / figures from the store (nothing is recomputed)."""
     from attnlab.report import build_report
 
-    rep = build_report(out)
+    dest = _check_dest(to, out)
+    rep = build_report(out, dest, progress=_report_progress(json_out))
     if json_out:
         emit_json(
             {
@@ -325,8 +372,110 @@ def report(out: Path = OutOpt, json_out: bool = JsonOpt) -> None:
                 "markdown": str(rep.markdown),
                 "figures": len(rep.figures),
                 "claims": [o.to_dict() for o in rep.outcomes],
+                "variants": [o.to_dict() for o in rep.variants],
             }
         )
         return
-    out_console.print(claims_table(rep.outcomes, title="attnlab claims (from the store)"))
+    out_console.print(claims_table(rep.outcomes + rep.variants, title="attnlab claims (from the store)"))
     out_console.print(f"report: {rep.html} · {rep.markdown}")
+
+
+def _check_dest(to: Path | None, out: Path) -> Path:
+    import os
+
+    dest = to if to is not None else out
+    if dest.exists() and not dest.is_dir():
+        raise UsageError("--to", "a folder (or a path to create)", str(dest))
+    probe = dest if dest.exists() else dest.parent
+    if probe.exists() and not os.access(probe, os.W_OK):
+        arg = "--to" if to is not None else "--out"
+        raise UsageError(
+            arg, "a folder the report can be written to (use --to for a read-only store)", str(dest)
+        )
+    return dest
+
+
+def _report_progress(quiet: bool):
+    """One line per figure-drawing claim on stderr (the report takes ~20 s at the quick profile)."""
+    state = {"n": 0, "total": 0}
+
+    def cb(event: str, payload: Any) -> None:
+        if quiet:
+            return
+        if event == "start":
+            state["total"] = payload
+        elif event == "claim":
+            state["n"] += 1
+            err_console.print(f"[dim]report: {state['n']}/{state['total']} {payload}[/dim]", highlight=False)
+
+    return cb
+
+
+@claims_app.command("power")
+def claims_power(
+    claim_id: str = typer.Argument(None, metavar="[ID]", help="A claim id (or --all)."),
+    all_claims_: bool = typer.Option(False, "--all", help="Every claim with a stored verdict."),
+    out: Path = OutOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Resolving power: re-decide the stored rows with each prediction scaled by 1 ± ε (nothing recomputed).
+
+    For each deciding prediction, the smallest ε in {1, 2, 5, 10, 25, 50}% that flips the verdict in
+    each direction; for claims with controls, whether each came out as designed. A theorem claim that
+    no perturbation up to 50% flips and with no failing negative control is shown as "cannot fail".
+    """
+    import time as _time
+
+    from attnlab.claims import all_claims
+    from attnlab.engine.power import resolving_power
+    from attnlab.engine.runner import DB_NAME
+    from attnlab.engine.store import Store
+
+    if (claim_id is None) == (not all_claims_):
+        raise UsageError("ID", "one claim id or --all (not both)", claim_id)
+    db = out / DB_NAME
+    if not db.exists():
+        raise UsageError("--out", f"a folder holding {DB_NAME}", str(out))
+    t0 = _time.perf_counter()
+    registry = {c.id: c for c in all_claims()}
+    if claim_id is not None and claim_id not in registry:
+        raise UsageError("ID", "a claim id (see 'attnlab claims list')", claim_id)
+    import os
+
+    with Store(db, readonly=not os.access(out, os.W_OK)) as store:
+        stored = [v for v in store.latest_verdicts(claim_id) if not v.variant and v.claim_id in registry]
+        if claim_id is not None and not stored:
+            raise UsageError("ID", f"a claim with a stored run in {out} (run it first)", claim_id)
+        results = []
+        for sv in stored:
+            claim = registry[sv.claim_id]
+            rows = store.rows(sv.point_ids, with_arrays=True)
+            verdict = claim.decide(rows)
+            p = resolving_power(claim, rows, verdict)
+            results.append(
+                {
+                    "id": claim.id,
+                    "kind": claim.kind,
+                    "verdict": verdict.status,
+                    "stored_verdict": sv.status,
+                    "stored_version": sv.version,
+                    "version": claim.version,
+                    **p.to_dict(),
+                }
+            )
+    elapsed = _time.perf_counter() - t0
+    if json_out:
+        emit_json({"claims": results, "elapsed_s": round(elapsed, 3), "store": str(db)})
+        return
+    t = Table(title=f"resolving power ({len(results)} claims, {elapsed:.1f} s)")
+    for col in ("claim", "kind", "verdict", "power", "per prediction: smallest flipping ε (+/−)"):
+        t.add_column(col, overflow="fold")
+    for r in results:
+        pct = lambda e: "none" if e is None else f"{100 * e:g}%"  # noqa: E731
+        per = "; ".join(f"{k} +{pct(f['+'])}/−{pct(f['-'])}" for k, f in r["flips"].items())
+        ctrl = "; ".join(f"{k}: {c['got']} (expect {c['expect']})" for k, c in r["controls"].items())
+        label = f"[bold magenta]{r['label']}[/]" if r["cannot_fail"] else r["label"]
+        t.add_row(
+            r["id"], r["kind"], r["verdict"], label, "; ".join(x for x in (per, ctrl) if x) or r["reason"]
+        )
+    out_console.print(t)

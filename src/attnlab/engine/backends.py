@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from attnlab.claims.base import Point, Result
+from attnlab.engine.protocol import Point, Result
 from attnlab.engine.store import StoredPoint
 
 __all__ = ["WorkItem", "BACKENDS", "execute", "run_items", "WorkerDied"]

@@ -18,11 +18,70 @@ from pathlib import Path
 from typing import Any
 
 from attnlab import __version__
-from attnlab.claims.base import Claim, Point, Row, Verdict
 from attnlab.engine.backends import BACKENDS, WorkItem, run_items
-from attnlab.engine.store import Store
+from attnlab.engine.power import Power, resolving_power
+from attnlab.engine.protocol import Claim, Point, Verdict, variant_name
+from attnlab.engine.store import Store, StoredVerdict, StoreError
 
-__all__ = ["RunSummary", "ClaimOutcome", "run_claims", "claim_outcome", "default_workers", "git_revision"]
+__all__ = [
+    "RunSummary",
+    "ClaimOutcome",
+    "StoreLocked",
+    "run_claims",
+    "claim_outcome",
+    "decide_run",
+    "default_workers",
+    "git_revision",
+    "outcome_from_stored",
+    "store_lock",
+]
+
+
+class StoreLocked(StoreError):
+    """Another attnlab process is writing to this store."""
+
+
+class store_lock:
+    """An exclusive lock on ``<out>/attnlab.lock`` held while a run writes (one writer per store).
+
+    A second writer is refused at once (:class:`StoreLocked`, status 2 on the command line) rather
+    than made to wait: two runs on one store would compute the same points twice.
+    """
+
+    def __init__(self, out: str | Path):
+        self.path = Path(out) / "attnlab.lock"
+        self._fh = None
+
+    def __enter__(self) -> store_lock:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path, "a+")  # noqa: SIM115 - held for the duration of the run
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "?"
+            fh.close()
+            raise StoreLocked(
+                f"--out: expected a store no other run is writing to, got {str(self.path.parent)!r} "
+                f"(locked by process {holder}); wait for that run to end or choose another --out"
+            ) from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        self._fh = fh
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fh is not None:
+            import fcntl
+
+            fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
+            self._fh.close()
+            self._fh = None
+
 
 DB_NAME = "attnlab.sqlite"
 
@@ -112,75 +171,77 @@ def run_claims(
     t0 = time.time()
     prov = {"attnlab": __version__, "git": git_revision()}
     summary = RunSummary()
-    store = Store(Path(out) / DB_NAME)
-    try:
-        items: list[WorkItem] = []
-        runs: list[int] = []
-        for claim in claims:
-            points: list[Point] = claim.points(profile, root_seed, overrides.get(claim.id), device)
-            ids = [p.point_id for p in points]
-            done = set() if force else store.done_ids(ids, ("ok",) if retry_failed else ("ok", "failed"))
-            todo = [p for p in points if p.point_id not in done]
-            summary.total += len(points)
-            summary.cached += len(points) - len(todo)
-            summary.per_claim[claim.id] = {"points": len(points), "cached": len(points) - len(todo)}
-            runs.append(
-                store.start_run(claim.id, profile, root_seed, overrides.get(claim.id, {}), ids, backend)
-            )
-            items.extend(WorkItem(claim.module, p, threads, prov) for p in todo)
-        if progress:
-            progress("start", {"total": summary.total, "todo": len(items)})
-        for rec in run_items(items, backend, workers if backend != "serial" else 1):
-            store.write_point(rec)
-            summary.computed += 1
-            summary.failed += rec.status == "failed"
+    with store_lock(out):
+        store = Store(Path(out) / DB_NAME)
+        try:
+            items: list[WorkItem] = []
+            runs: list[tuple[Claim, int, list[str], dict[str, Any]]] = []
+            for claim in claims:
+                mine = claim.check_overrides(overrides.get(claim.id))
+                points: list[Point] = claim.points(profile, root_seed, mine, device)
+                ids = [p.point_id for p in points]
+                done = set() if force else store.done_ids(ids, ("ok",) if retry_failed else ("ok", "failed"))
+                todo = [p for p in points if p.point_id not in done]
+                summary.total += len(points)
+                summary.cached += len(points) - len(todo)
+                summary.per_claim[claim.id] = {"points": len(points), "cached": len(points) - len(todo)}
+                run_id = store.start_run(claim.id, profile, root_seed, mine, ids, backend)
+                runs.append((claim, run_id, ids, mine))
+                items.extend(WorkItem(claim.module, p, threads, prov) for p in todo)
             if progress:
-                progress("point", rec)
-        for r in runs:
-            store.end_run(r)
-    finally:
-        summary.wall_s = time.time() - t0
-        store.close()
+                progress("start", {"total": summary.total, "todo": len(items)})
+            for rec in run_items(items, backend, workers if backend != "serial" else 1):
+                store.write_point(rec)
+                summary.computed += 1
+                summary.failed += rec.status == "failed"
+                if progress:
+                    progress("point", rec)
+            for claim, run_id, ids, mine in runs:
+                store.end_run(run_id)
+                if progress:
+                    progress("verdict", claim.id)
+                decide_run(store, claim, run_id, ids, profile, mine)
+        finally:
+            summary.wall_s = time.time() - t0
+            store.close()
     return summary
 
 
-@dataclass(frozen=True)
-class ClaimOutcome:
-    """A claim's verdict from the rows of its latest run, as the report and the table show it."""
-
-    claim: Claim
-    profile: str
-    rows: list[Row]
-    verdict: Verdict
-    missing: int
-    runtime_s: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.claim.id,
-            "kind": self.claim.kind,
-            "paper": self.claim.paper,
-            "statement": self.claim.statement,
-            "profile": self.profile,
-            "points": len(self.rows),
-            "missing": self.missing,
-            "failed": sum(not r.ok for r in self.rows),
-            "runtime_s": round(self.runtime_s, 3),
-            **self.verdict.to_dict(),
-        }
+def claim_meta(claim: Claim) -> dict[str, Any]:
+    """What the report needs to know of a claim, stored with its verdict."""
+    return {
+        "id": claim.id,
+        "kind": claim.kind,
+        "paper": claim.paper,
+        "statement": claim.statement,
+        "description": claim.description,
+        "regime": claim.regime,
+        "predictions": dict(claim.predictions),
+        "controls": {
+            k: {"kind": c.kind, "expect": c.expect, "knob": c.knob, "why": c.why}
+            for k, c in claim.controls.items()
+        },
+        "module": claim.module,
+    }
 
 
-def claim_outcome(store: Store, claim: Claim, point_ids: Sequence[str], profile: str) -> ClaimOutcome:
-    """Collect stored rows of ``point_ids`` (with their arrays) and apply the claim's verdict."""
+def decide_run(
+    store: Store,
+    claim: Claim,
+    run_id: int,
+    point_ids: Sequence[str],
+    profile: str,
+    overrides: Mapping[str, Any] | None = None,
+) -> StoredVerdict:
+    """Decide a run from its stored rows (verdict, controls, power) and store the verdict."""
     rows = store.rows(point_ids, with_arrays=True)
     missing = len(point_ids) - len(rows)
-    if not rows:
-        v = Verdict("inconclusive", {"points": 0}, "-", "no stored rows for this run")
-    else:
-        try:
-            v = claim.verdict(rows)
-        except Exception as e:  # noqa: BLE001 - a broken verdict is reported, not fatal
-            v = Verdict("inconclusive", {"points": len(rows)}, "-", f"verdict raised {type(e).__name__}: {e}")
+    try:
+        v = claim.decide(rows)
+        power = resolving_power(claim, rows, v) if rows else Power("n/a", False, reason="no rows")
+    except Exception as e:  # noqa: BLE001 - a broken verdict is reported, not fatal
+        v = Verdict("inconclusive", {"points": len(rows)}, "-", f"verdict raised {type(e).__name__}: {e}")
+        power = Power("n/a", False, reason=v.note)
     if missing and v.status != "inconclusive":
         v = Verdict(
             "inconclusive",
@@ -188,4 +249,127 @@ def claim_outcome(store: Store, claim: Claim, point_ids: Sequence[str], profile:
             v.tolerance,
             f"{missing} point(s) not computed (interrupted run?); {v.note}",
         )
-    return ClaimOutcome(claim, profile, rows, v, missing, sum(r.runtime_s for r in rows))
+        power = Power("n/a", False, reason="points missing")
+    sv = StoredVerdict(
+        run_id=run_id,
+        claim_id=claim.id,
+        variant=variant_name(overrides),
+        profile=profile,
+        version=claim.version,
+        claim=claim_meta(claim),
+        status=v.status,
+        numbers=dict(v.numbers),
+        tolerance=v.tolerance,
+        note=v.note,
+        regime=v.regime,
+        power=power.to_dict(),
+        points=len(rows),
+        failed=sum(not r.ok for r in rows),
+        missing=missing,
+        runtime_s=sum(r.runtime_s for r in rows),
+        created="",
+        point_ids=list(point_ids),
+        overrides=dict(overrides or {}),
+    )
+    store.write_verdict(sv)
+    return sv
+
+
+@dataclass(frozen=True)
+class ClaimOutcome:
+    """A claim's stored verdict, as the report and the table show it (no claim code needed)."""
+
+    meta: dict[str, Any]
+    profile: str
+    variant: str
+    version: int
+    verdict: Verdict
+    power: Power
+    points: int
+    failed: int
+    missing: int
+    runtime_s: float
+    run_id: int = 0
+    point_ids: tuple[str, ...] = ()
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.meta["id"]
+
+    @property
+    def kind(self) -> str:
+        return self.meta["kind"]
+
+    @property
+    def paper(self) -> str:
+        return self.meta["paper"]
+
+    @property
+    def statement(self) -> str:
+        return self.meta["statement"]
+
+    @property
+    def title(self) -> str:
+        """The claim id, with the variant's overrides when it is one."""
+        return self.id + (f" [{self.variant}]" if self.variant else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "paper": self.paper,
+            "statement": self.statement,
+            "profile": self.profile,
+            "variant": self.variant,
+            "overrides": self.overrides,
+            "version": self.version,
+            "points": self.points,
+            "missing": self.missing,
+            "failed": self.failed,
+            "runtime_s": round(self.runtime_s, 3),
+            **self.verdict.to_dict(),
+            "power": self.power.label,
+            "cannot_fail": self.power.cannot_fail,
+            "power_detail": self.power.to_dict(),
+        }
+
+
+def outcome_from_stored(sv: StoredVerdict) -> ClaimOutcome:
+    """A :class:`ClaimOutcome` from a stored verdict."""
+    return ClaimOutcome(
+        meta=sv.claim,
+        profile=sv.profile,
+        variant=sv.variant,
+        version=sv.version,
+        verdict=Verdict(sv.status, sv.numbers, sv.tolerance, sv.note, sv.regime),  # type: ignore[arg-type]
+        power=Power.from_dict(sv.power),
+        points=sv.points,
+        failed=sv.failed,
+        missing=sv.missing,
+        runtime_s=sv.runtime_s,
+        run_id=sv.run_id,
+        point_ids=tuple(sv.point_ids),
+        overrides=sv.overrides,
+    )
+
+
+def claim_outcome(store: Store, claim: Claim, point_ids: Sequence[str], profile: str) -> ClaimOutcome:
+    """Decide stored rows of ``point_ids`` with the claim's current code (nothing is stored)."""
+    rows = store.rows(point_ids, with_arrays=True)
+    v = claim.decide(rows)
+    p = resolving_power(claim, rows, v) if rows else Power("n/a", False)
+    return ClaimOutcome(
+        claim_meta(claim),
+        profile,
+        "",
+        claim.version,
+        v,
+        p,
+        len(rows),
+        sum(not r.ok for r in rows),
+        len(point_ids) - len(rows),
+        sum(r.runtime_s for r in rows),
+        0,
+        tuple(point_ids),
+    )

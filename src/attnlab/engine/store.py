@@ -8,7 +8,12 @@ points     one row per computed point: claim id, profile, canonical params (JSON
            host, start and end times (UTC, ISO 8601).
 artifacts  named arrays for figures: (point id, name, compressed npz blob).
 runs       one row per invocation of a claim: which point ids it asked for, the root seed, the
-           overrides and the profile; the report and the verdict read a claim's latest run.
+           overrides and the profile.
+verdicts   one row per finished run: the claim's metadata as it was (kind, paper, statement, version),
+           the variant (its ``--set`` overrides; '' for the profile's own setting), status, deciding
+           numbers, tolerance, note, regime and resolving power. The report reads these alone, so a
+           store's report stays the same after the claim's code changes.
+meta       the schema version.
 
 Only the driver process writes (worker processes and Ray tasks return rows to it), one
 transaction per point, so an interrupted run keeps every point that finished.
@@ -27,10 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from attnlab.claims.base import Row, _jsonable
 from attnlab.core.seeding import canonical_json
+from attnlab.engine.protocol import Row
+from attnlab.engine.protocol import jsonable as _jsonable
 
-__all__ = ["Store", "StoredPoint", "RunRecord"]
+__all__ = ["SCHEMA_VERSION", "Store", "StoreError", "StoredPoint", "RunRecord", "StoredVerdict"]
+
+#: Bumped when a table changes; a store written by another schema is refused with a clear line.
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS points (
@@ -67,6 +76,27 @@ CREATE TABLE IF NOT EXISTS runs (
     started    TEXT,
     ended      TEXT
 );
+CREATE TABLE IF NOT EXISTS verdicts (
+    run_id      INTEGER PRIMARY KEY,
+    claim_id    TEXT NOT NULL,
+    variant     TEXT NOT NULL,
+    profile     TEXT NOT NULL,
+    version     INTEGER NOT NULL,
+    claim       TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    numbers     TEXT NOT NULL,
+    tolerance   TEXT,
+    note        TEXT,
+    regime      TEXT,
+    power       TEXT,
+    points      INTEGER,
+    failed      INTEGER,
+    missing     INTEGER,
+    runtime_s   REAL,
+    created     TEXT
+);
+CREATE INDEX IF NOT EXISTS verdicts_claim ON verdicts(claim_id, variant);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
@@ -104,6 +134,35 @@ class RunRecord:
     ended: str | None
 
 
+@dataclass(frozen=True)
+class StoredVerdict:
+    """A claim's verdict as stored at the end of a run: everything the report shows.
+
+    ``claim`` holds the claim's metadata at the time of the run (id, kind, paper, statement,
+    description, regime, predictions, controls), so the report needs no claim code.
+    """
+
+    run_id: int
+    claim_id: str
+    variant: str
+    profile: str
+    version: int
+    claim: dict[str, Any]
+    status: str
+    numbers: dict[str, Any]
+    tolerance: str
+    note: str
+    regime: str
+    power: dict[str, Any]
+    points: int
+    failed: int
+    missing: int
+    runtime_s: float
+    created: str
+    point_ids: list[str]
+    overrides: dict[str, Any]
+
+
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
@@ -122,6 +181,10 @@ def unpack_array(blob: bytes) -> np.ndarray:
         return z["a"]
 
 
+class StoreError(ValueError):
+    """The store cannot be used as asked (damaged, another schema, read-only, locked): one line."""
+
+
 class Store:
     """The SQLite results store of one output directory.
 
@@ -129,15 +192,63 @@ class Store:
     ----------
     path : str or Path
         The database file (``<out>/attnlab.sqlite``); its folder is created if needed.
+    readonly : bool
+        Open for reading only (``results``, ``report --out elsewhere``): works on an archived copy in
+        a read-only folder, and never writes, not even the WAL's side files.
+
+    A damaged or truncated file, an empty (0-byte) file and a store of another schema version are
+    refused with :class:`StoreError`; the file is never modified.
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, readonly: bool = False):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._con = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
-        self._con.execute("PRAGMA journal_mode=WAL")
-        self._con.execute("PRAGMA synchronous=NORMAL")
-        self._con.executescript(_SCHEMA)
+        self.readonly = readonly
+        exists = self.path.exists()
+        if exists and self.path.is_dir():
+            raise StoreError(f"store: expected a SQLite file, got a folder {str(self.path)!r}")
+        if exists and self.path.stat().st_size == 0:
+            raise StoreError(
+                f"store: {str(self.path)!r} is empty (0 bytes), not an attnlab store; "
+                "remove it to start a new one"
+            )
+        if readonly:
+            if not exists:
+                raise StoreError(f"store: expected an attnlab store, no file at {str(self.path)!r}")
+            uri = self.path.resolve().as_uri() + "?mode=ro&immutable=1"
+            self._con = sqlite3.connect(uri, uri=True, timeout=60.0, isolation_level=None)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._con = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
+        try:
+            tables = {r[0] for r in self._con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if exists and tables and "points" not in tables:
+                raise StoreError(f"store: {str(self.path)!r} is a SQLite file but not an attnlab store")
+            version = None
+            if "meta" in tables:
+                row = self._con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+                version = int(row[0]) if row else None
+            if version is not None and version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"store: {str(self.path)!r} has schema version {version}, this attnlab reads "
+                    f"up to {SCHEMA_VERSION}; upgrade attnlab or use another --out"
+                )
+            if not readonly:
+                self._con.execute("PRAGMA journal_mode=WAL")
+                self._con.execute("PRAGMA synchronous=NORMAL")
+                self._con.executescript(_SCHEMA)
+                self._con.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                )
+            self._tables = tables | ({"verdicts", "meta", "runs", "artifacts"} if not readonly else set())
+        except sqlite3.DatabaseError as e:
+            self._con.close()
+            raise StoreError(
+                f"store: {str(self.path)!r} is damaged or not a SQLite file ({e}); it was left as it is: "
+                "move it aside and rerun to start a new store, or restore a copy"
+            ) from None
+        except StoreError:
+            self._con.close()
+            raise
 
     def close(self) -> None:
         self._con.close()
@@ -287,3 +398,82 @@ class Store:
             RunRecord(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), r[6], r[7], r[8])
             for r in self._con.execute(q)
         ]
+
+    # -- verdicts ---------------------------------------------------------------------------
+    def write_verdict(self, v: StoredVerdict) -> None:
+        """Store the verdict of run ``v.run_id`` (replacing an earlier one for that run)."""
+        self._con.execute(
+            "INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                v.run_id,
+                v.claim_id,
+                v.variant,
+                v.profile,
+                v.version,
+                json.dumps(_jsonable(v.claim), sort_keys=True),
+                v.status,
+                json.dumps(_jsonable(v.numbers), sort_keys=True, allow_nan=False),
+                v.tolerance,
+                v.note,
+                v.regime,
+                json.dumps(_jsonable(v.power), sort_keys=True, allow_nan=False),
+                v.points,
+                v.failed,
+                v.missing,
+                v.runtime_s,
+                v.created or _now(),
+            ),
+        )
+
+    def latest_verdicts(self, claim_id: str | None = None) -> list[StoredVerdict]:
+        """The latest stored verdict of each (claim, variant), oldest claim first."""
+        if "verdicts" not in self._tables:
+            return []
+        q = (
+            "SELECT v.run_id, v.claim_id, v.variant, v.profile, v.version, v.claim, v.status, v.numbers, "
+            "v.tolerance, v.note, v.regime, v.power, v.points, v.failed, v.missing, v.runtime_s, v.created, "
+            "r.point_ids, r.overrides FROM verdicts v JOIN runs r ON r.run_id = v.run_id "
+            "WHERE v.run_id IN (SELECT MAX(run_id) FROM verdicts GROUP BY claim_id, variant)"
+        )
+        args: tuple = ()
+        if claim_id:
+            q += " AND v.claim_id = ?"
+            args = (claim_id,)
+        q += " ORDER BY v.run_id"
+        out = []
+        for r in self._con.execute(q, args):
+            out.append(
+                StoredVerdict(
+                    r[0],
+                    r[1],
+                    r[2],
+                    r[3],
+                    r[4],
+                    json.loads(r[5]),
+                    r[6],
+                    json.loads(r[7]),
+                    r[8] or "",
+                    r[9] or "",
+                    r[10] or "",
+                    json.loads(r[11] or "{}"),
+                    r[12] or 0,
+                    r[13] or 0,
+                    r[14] or 0,
+                    r[15] or 0.0,
+                    r[16] or "",
+                    json.loads(r[17]),
+                    json.loads(r[18]),
+                )
+            )
+        return out
+
+    def run(self, run_id: int) -> RunRecord | None:
+        """One stored run."""
+        r = self._con.execute(
+            "SELECT run_id, claim_id, profile, root_seed, overrides, point_ids, backend, started, ended "
+            "FROM runs WHERE run_id = ?",
+            (run_id,),
+        ).fetchone()
+        if r is None:
+            return None
+        return RunRecord(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), r[6], r[7], r[8])

@@ -1,0 +1,7 @@
+"""Claims about real models: one claim per file."""
+
+from attnlab.claims.models import minilm_diversity
+
+CLAIMS = [minilm_diversity.CLAIM]
+
+__all__ = ["CLAIMS"]

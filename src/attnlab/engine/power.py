@@ -1,0 +1,140 @@
+"""Resolving power: could a verdict have come out the other way?
+
+Two kinds of evidence, as a claim declares them:
+
+* **predictions** — each theory-side number the verdict holds the data against is scaled by
+  ``1 ± ε`` for ε in :data:`EPSILONS`, and the stored rows are decided again (nothing recomputed).
+  The smallest ε that changes the verdict, in each direction, is the claim's resolving power:
+  a verdict that flips at ±5% tells a right prediction from one 5% off.
+* **controls** — planted variants of the setting (one named knob changed) on which the claim's own
+  verdict must come out "fails" (negative control) or "holds" (positive control).
+
+A theorem claim that no perturbation up to 50% flips and that has no negative control coming out
+"fails" *cannot fail*: its verdict carries no evidence, and the table and report say so. An identity
+holds by construction (it checks the code, not a paper). An inconclusive verdict has no power to
+measure ("n/a" with its reason).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from attnlab.engine.protocol import Claim, Predict, Row, Verdict
+
+__all__ = ["EPSILONS", "Power", "resolving_power"]
+
+#: Relative perturbations tried, smallest first.
+EPSILONS = (0.01, 0.02, 0.05, 0.10, 0.25, 0.50)
+
+
+@dataclass(frozen=True)
+class Power:
+    """The resolving power of one verdict.
+
+    ``flips[name] = {"+": ε or None, "-": ε or None}``: the smallest relative perturbation of the
+    prediction ``name`` that changes the verdict (None: none up to 50%). ``controls[name]`` gives
+    the control's expected and obtained verdicts.
+    """
+
+    label: str
+    cannot_fail: bool
+    flips: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    controls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    base: str = ""
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "cannot_fail": self.cannot_fail,
+            "flips": self.flips,
+            "controls": self.controls,
+            "base": self.base,
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> Power:
+        d = d or {}
+        return cls(
+            d.get("label", "-"),
+            bool(d.get("cannot_fail", False)),
+            d.get("flips", {}),
+            d.get("controls", {}),
+            d.get("base", ""),
+            d.get("reason", ""),
+        )
+
+
+def _pct(e: float | None) -> str:
+    return "none" if e is None else f"{100 * e:g}%"
+
+
+def _smallest_flip(claim: Claim, rows: Sequence[Row], name: str, sign: int, base: str) -> float | None:
+    for eps in EPSILONS:
+        v = claim.decide(rows, Predict({name: 1.0 + sign * eps}))
+        if v.status != base:
+            return eps
+    return None
+
+
+def resolving_power(claim: Claim, rows: Sequence[Row], verdict: Verdict | None = None) -> Power:
+    """Re-decide ``rows`` (test and control rows of one run) with each prediction perturbed."""
+    verdict = verdict or claim.decide(rows)
+    base = verdict.status
+    controls: dict[str, dict[str, Any]] = {}
+    for name, c in claim.controls.items():
+        got = claim.decide_control(name, rows)
+        if not any(r.control == name for r in rows):
+            status = "missing"
+        else:
+            status = got.status
+        controls[name] = {
+            "kind": c.kind,
+            "knob": c.knob,
+            "expect": c.expect,
+            "got": status,
+            "as_designed": status == c.expect,
+            "why": c.why,
+            "numbers": dict(got.numbers),
+        }
+    n_ok = sum(v["as_designed"] for v in controls.values())
+    ctrl_label = f"controls {n_ok}/{len(controls)}" if controls else ""
+    if claim.kind == "identity":
+        return Power(
+            "identity (holds by construction)", False, {}, controls, base, "an identity checks the code"
+        )
+    if base == "inconclusive":
+        reason = verdict.regime or verdict.note or "inconclusive"
+        label = "n/a" + (f" · {ctrl_label}" if ctrl_label else "")
+        return Power(label, False, {}, controls, base, reason)
+    flips: dict[str, dict[str, float | None]] = {}
+    for name in claim.predictions:
+        flips[name] = {
+            "+": _smallest_flip(claim, rows, name, +1, base),
+            "-": _smallest_flip(claim, rows, name, -1, base),
+        }
+    up = [f["+"] for f in flips.values() if f["+"] is not None]
+    down = [f["-"] for f in flips.values() if f["-"] is not None]
+    e_up, e_down = (min(up) if up else None), (min(down) if down else None)
+    parts = []
+    if flips:
+        if e_up is None and e_down is None:
+            parts.append("no flip ≤50%")
+        elif e_up == e_down:
+            parts.append(f"±{_pct(e_up)}")
+        else:
+            parts.append(f"+{_pct(e_up)}/−{_pct(e_down)}")
+    if ctrl_label:
+        parts.append(ctrl_label)
+    neg_fails = any(v["kind"] == "negative" and v["got"] == "fails" for v in controls.values())
+    cannot = claim.kind == "theorem" and e_up is None and e_down is None and not neg_fails
+    if cannot:
+        label = "cannot fail" + (f" ({' · '.join(parts)})" if parts else "")
+    elif parts:
+        label = " · ".join(parts)
+    else:
+        label = "n/a (finding: rule stated)" if claim.kind == "finding" else "-"
+    return Power(label, cannot, flips, controls, base, "")

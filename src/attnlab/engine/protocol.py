@@ -1,0 +1,658 @@
+"""The claim protocol: what a claim is, as the engine runs it.
+
+A claim is data plus two functions. Each claim lives in its own file,
+``attnlab/claims/<area>/<name>.py``, and declares
+
+* ``Params``: a frozen dataclass with typed, commented fields whose defaults are the quick setting;
+  grids are grids over its fields, and ``--set`` overrides are checked against it (name and type);
+* ``run(point) -> Result``: what one point computes (``point.p`` is the ``Params`` instance);
+* ``verdict(rows, pred) -> Verdict``: status and numbers over the rows of the test setting. Every
+  theory-side number the verdict holds the data against (a threshold, an exponent, a critical β) is
+  passed through ``pred(name, value)``, so ``attnlab claims power`` can re-decide stored rows with each
+  prediction scaled by ``1 ± ε`` without recomputing anything;
+* ``predictions`` (name -> what it is), or ``controls``: planted settings that differ from the test in
+  one named knob, on which the claim's own verdict must come out "fails" (negative) or "holds"
+  (positive);
+* ``regime``: where the statement is meant to apply; outside it, or when the deciding quantity lands on
+  the edge of the grid, the verdict is "inconclusive" with the reason (``Verdict.outside``);
+* ``explain``: one template per status; the verdict's prose is rendered from its numbers.
+
+Writing a claim::
+
+    @dataclass(frozen=True)
+    class Params:
+        n: int = 10        # sample size
+        beta: float = 1.0  # inverse temperature
+
+    def run(point: Point) -> Result:
+        g = point.generator()                      # seeded from the root seed and the params
+        err = ...                                  # compute with point.p.n, point.p.beta, point.device
+        return Result(metrics={"rel_err": err}, arrays={"curve": np.array(...)})
+
+    def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
+        worst = max(r.metrics["rel_err"] for r in rows)
+        return Verdict("holds" if worst < pred("tol", 1e-12) else "fails", {"max_rel_err": worst}, "1e-12")
+
+    CLAIM = Claim(id="paper.name", kind="theorem", paper="A", statement="...", version=1, params=Params,
+                  grids={"quick": Grid({"n": [10, 100]}), "full": Grid({"n": [10, 100, 1000]}, seeds=8)},
+                  run=run, verdict=verdict, predictions={"tol": "..."},
+                  explain={"holds": "worst relative error {max_rel_err:.1e}", ...})
+
+``run`` must be a module-level function (it is sent to worker processes by reference).
+
+Seeds. A point's seed derives from the root seed, the claim id and the parameters the grid (or an
+override) states explicitly; defaults filled in from ``Params`` do not enter the seed, so adding a field
+with a default never reshuffles the random draws of existing points. The point id hashes the full
+parameters (defaults included), the seed and the claim's version, so changing a default recomputes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import math
+import string
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from attnlab.core.seeding import canonical_json, derive_seed, generator
+
+__all__ = [
+    "CONTROL_KEY",
+    "KINDS",
+    "NO_PERTURBATION",
+    "PROFILES",
+    "REP_KEY",
+    "VERDICTS",
+    "Claim",
+    "Control",
+    "Grid",
+    "Point",
+    "Predict",
+    "Result",
+    "Row",
+    "Verdict",
+    "check_params",
+    "jsonable",
+    "parse_override",
+    "render",
+    "variant_name",
+]
+
+KINDS = ("identity", "theorem", "finding")
+PROFILES = ("quick", "full")
+VERDICTS = ("holds", "fails", "inconclusive")
+#: Reserved parameter names the engine adds: the seed replicate and the control a point belongs to.
+REP_KEY = "rep"
+CONTROL_KEY = "control"
+
+Kind = Literal["identity", "theorem", "finding"]
+Status = Literal["holds", "fails", "inconclusive"]
+
+
+# ------------------------------------------------------------------------------------------ grids
+@dataclass(frozen=True)
+class Grid:
+    """A cartesian product of parameter axes, plus fixed parameters and seed replicates.
+
+    ``axes`` maps a parameter name to the list of its values; ``fixed`` holds parameters that
+    take one value; ``seeds`` replicates every point ``seeds`` times (parameter ``rep`` =
+    0..seeds-1, each with its own derived seed). ``extra`` is a list of further grids whose
+    points are added (a union of products, for grids that are not rectangular).
+    """
+
+    axes: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    seeds: int = 1
+    extra: Sequence[Grid] = ()
+
+    def names(self) -> set[str]:
+        """All parameter names this grid (and its extras) can set."""
+        out = set(self.axes) | set(self.fixed)
+        for g in self.extra:
+            out |= g.names()
+        return out
+
+    def expand(self, overrides: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The list of parameter dicts, in a stable order, after applying ``overrides``.
+
+        An override replaces an axis or a fixed value, or adds a fixed value; a list value becomes
+        an axis, except for a parameter whose one value is itself a list (``list_valued``), which the
+        list replaces. ``rep`` may be overridden to an int (number of seed replicates).
+        """
+        return self._expand(dict(overrides or {}), frozenset())
+
+    def _expand(self, overrides: dict[str, Any], list_valued: frozenset[str]) -> list[dict[str, Any]]:
+        seeds = self.seeds
+        if REP_KEY in overrides:
+            seeds = int(overrides.pop(REP_KEY))
+        axes = {k: list(v) for k, v in self.axes.items()}
+        fixed = dict(self.fixed)
+        lv = set(list_valued) | {k for k, v in fixed.items() if isinstance(v, (list, tuple))}
+        for k, v in overrides.items():
+            axes.pop(k, None)
+            fixed.pop(k, None)
+            if k in lv:  # a parameter whose one value is a list: the list replaces it
+                fixed[k] = v if isinstance(v, list) else [v]
+            elif isinstance(v, list):
+                axes[k] = v
+            else:
+                fixed[k] = v
+        names = list(axes)
+        points = []
+        for combo in itertools.product(*(axes[k] for k in names)):
+            base = dict(fixed)
+            base.update(zip(names, combo, strict=True))
+            for rep in range(seeds):
+                p = dict(base)
+                p[REP_KEY] = rep
+                points.append(p)
+        for g in self.extra:
+            sub = dict(overrides)
+            if REP_KEY not in g.fixed:
+                sub[REP_KEY] = seeds
+            points.extend(g._expand(sub, frozenset(lv)))
+        seen, unique = set(), []
+        for p in points:
+            key = canonical_json(jsonable(p))
+            if key not in seen:
+                seen.add(key)
+                unique.append(p)
+        return unique
+
+
+# ------------------------------------------------------------------------------------- parameters
+def _hints(params_cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(params_cls)
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin in (list, tuple, Sequence):
+        args = [a for a in typing.get_args(tp) if a is not Ellipsis]
+        return f"a list of {_type_name(args[0])}" if args else "a list"
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any) -> tuple[bool, Any]:
+    """(ok, value) with ``value`` converted where lossless (an int where a float is asked for)."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return True, value
+    if origin is Literal:
+        return (value in typing.get_args(tp)), value
+    if origin in (typing.Union, types.UnionType):
+        for a in typing.get_args(tp):
+            ok, v = _coerce(value, a)
+            if ok:
+                return True, v
+        return False, value
+    if origin in (list, tuple, Sequence):
+        if not isinstance(value, (list, tuple)):
+            return False, value
+        args = [a for a in typing.get_args(tp) if a is not Ellipsis]
+        if not args:
+            return True, list(value)
+        out = []
+        for i, v in enumerate(value):
+            ok, c = _coerce(v, args[min(i, len(args) - 1)] if origin is tuple else args[0])
+            if not ok:
+                return False, value
+            out.append(c)
+        return True, out
+    if origin in (dict, Mapping):
+        return isinstance(value, dict), value
+    if tp is type(None):
+        return value is None, value
+    if tp is bool:
+        return isinstance(value, bool), value
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool), value
+    if tp is float:
+        if isinstance(value, bool):
+            return False, value
+        if isinstance(value, int):
+            return True, value  # kept as given: an int literal in a grid hashes as written
+        return isinstance(value, float), value
+    if tp is str:
+        return isinstance(value, str), value
+    return isinstance(value, tp), value
+
+
+def check_params(params_cls: type, given: Mapping[str, Any], where: str = "--set") -> dict[str, Any]:
+    """Check names and types of ``given`` against the ``Params`` dataclass; raise one clear line.
+
+    Returns ``given`` with lossless conversions applied. ``rep`` (an int >= 1 when given as an
+    override) and ``control`` are the engine's own names.
+    """
+    hints = _hints(params_cls)
+    names = [f.name for f in dataclasses.fields(params_cls)]
+    out = {}
+    for k, v in given.items():
+        if k in (REP_KEY, CONTROL_KEY):
+            out[k] = v
+            continue
+        if k not in hints:
+            raise ValueError(
+                f"{where}: expected a parameter of {params_cls.__module__.rsplit('.', 1)[-1]} "
+                f"({', '.join(names + [REP_KEY])}), got {k!r}"
+            )
+        ok, c = _coerce(v, hints[k])
+        if not ok:
+            raise ValueError(f"{where} {k}: expected {_type_name(hints[k])}, got {v!r}")
+        out[k] = c
+    return out
+
+
+def _axis_values(value: Any, tp: Any) -> list[Any] | None:
+    """The values of an override that is an axis (a list for a scalar field), else None."""
+    origin = typing.get_origin(tp)
+    if isinstance(value, list) and origin not in (list, tuple, Sequence):
+        if origin in (typing.Union, types.UnionType) and any(
+            typing.get_origin(a) in (list, tuple, Sequence) for a in typing.get_args(tp)
+        ):
+            return None
+        return value
+    return None
+
+
+# ------------------------------------------------------------------------------------- points
+@dataclass(frozen=True)
+class Point:
+    """One unit of work: a claim's parameters, its derived seed and where to run it."""
+
+    claim_id: str
+    profile: str
+    params: Mapping[str, Any]
+    seed: int
+    version: int
+    device: str = "cpu"
+    params_cls: type | None = None
+
+    @property
+    def point_id(self) -> str:
+        """sha256 of (claim id, canonical params, seed, version): the store's key."""
+        payload = canonical_json([self.claim_id, jsonable(dict(self.params)), self.seed, self.version])
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    @property
+    def p(self) -> Any:
+        """The parameters as the claim's ``Params`` instance (without ``rep`` and ``control``)."""
+        if self.params_cls is None:
+            raise AttributeError(f"{self.claim_id} declares no Params dataclass")
+        names = {f.name for f in dataclasses.fields(self.params_cls)}
+        return self.params_cls(**{k: v for k, v in self.params.items() if k in names})
+
+    @property
+    def control(self) -> str:
+        """The control this point belongs to ('' for the test setting)."""
+        return str(self.params.get(CONTROL_KEY, ""))
+
+    def generator(self, offset: int = 0) -> torch.Generator:
+        """A torch generator seeded from this point's seed (``offset`` gives independent streams)."""
+        return generator(derive_seed(self.seed, offset) if offset else self.seed, "cpu")
+
+    def generator_on(self, device: str | None = None, offset: int = 0) -> torch.Generator:
+        """As :meth:`generator`, on ``device`` (default: the point's device)."""
+        seed = derive_seed(self.seed, offset) if offset else self.seed
+        return generator(seed, device or self.device)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.params[key]
+
+
+@dataclass
+class Result:
+    """What ``run(point)`` returns: numbers (JSON-able scalars, lists, strings) and named arrays."""
+
+    metrics: dict[str, Any]
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Row:
+    """A stored point as a verdict or a figure sees it."""
+
+    point_id: str
+    params: Mapping[str, Any]
+    status: str  # "ok" or "failed"
+    metrics: Mapping[str, Any]
+    error: str | None = None
+    runtime_s: float = 0.0
+    arrays: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def control(self) -> str:
+        return str(self.params.get(CONTROL_KEY, ""))
+
+
+# ------------------------------------------------------------------------------------- verdicts
+@dataclass(frozen=True)
+class Verdict:
+    """holds / fails / inconclusive, the numbers that decided it, the tolerance used.
+
+    ``regime`` is empty when the statement's regime applies, else the reason the verdict is
+    inconclusive (outside the regime, or the deciding quantity on the edge of the grid).
+    ``note`` holds short extra facts; the prose comes from the claim's ``explain`` template.
+    """
+
+    status: Status
+    numbers: Mapping[str, Any]
+    tolerance: str
+    note: str = ""
+    regime: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in VERDICTS:
+            raise ValueError(f"status: expected one of {', '.join(VERDICTS)}, got {self.status!r}")
+        if self.regime and self.status != "inconclusive":
+            raise ValueError(f"regime: a verdict outside its regime must be inconclusive, got {self.status}")
+
+    @classmethod
+    def outside(cls, reason: str, numbers: Mapping[str, Any], tolerance: str = "-") -> Verdict:
+        """Inconclusive because the setting is outside the statement's regime (``reason`` says how)."""
+        return cls("inconclusive", numbers, tolerance, "", reason)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.status,
+            "numbers": jsonable(dict(self.numbers)),
+            "tolerance": self.tolerance,
+            "note": self.note,
+            "regime": self.regime,
+        }
+
+
+class Predict:
+    """Passes each named theory-side prediction through, scaled by ``scale[name]`` (default 1).
+
+    A verdict calls ``pred("beta_star", value)`` for every prediction it holds the data against;
+    ``attnlab claims power`` calls the verdict again with one prediction scaled by ``1 ± ε``.
+    Arrays are scaled elementwise.
+    """
+
+    def __init__(self, scale: Mapping[str, float] | None = None):
+        self.scale = dict(scale or {})
+        self.used: set[str] = set()
+
+    def __call__(self, name: str, value: Any) -> Any:
+        self.used.add(name)
+        s = self.scale.get(name)
+        if s is None:
+            return value
+        if isinstance(value, (list, tuple)):
+            return type(value)(v * s for v in value)
+        return value * s
+
+    def __repr__(self) -> str:
+        return f"Predict({self.scale})"
+
+
+#: The identity: every prediction as computed.
+NO_PERTURBATION = Predict()
+
+
+@dataclass(frozen=True)
+class Control:
+    """A planted variant of the test setting that differs in one named knob.
+
+    ``expect`` is "fails" for a negative control (the statement is false there by construction) and
+    "holds" for a positive one (true by construction). ``set`` holds the parameter values that make
+    the variant; ``why`` says why its outcome is known in advance.
+    """
+
+    expect: Literal["holds", "fails"]
+    set: Mapping[str, Any]
+    why: str
+
+    @property
+    def knob(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.set.items())
+
+    @property
+    def kind(self) -> str:
+        return "negative" if self.expect == "fails" else "positive"
+
+
+VerdictFn = Callable[..., Verdict]
+
+
+class _Safe(dict):
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+class _Fmt(string.Formatter):
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if value is None:
+            return "n/a"
+        try:
+            return super().format_field(value, format_spec)
+        except (ValueError, TypeError):
+            return str(value)
+
+    def get_value(self, key, args, kwargs):  # noqa: ANN001 - string.Formatter's signature
+        if isinstance(key, str) and key not in kwargs:
+            return "{" + key + "}"
+        return super().get_value(key, args, kwargs)
+
+
+def render(template: str, numbers: Mapping[str, Any]) -> str:
+    """Fill ``template`` from ``numbers`` (``{name:.3f}``; a missing name stays as written)."""
+    if not template:
+        return ""
+    return _Fmt().vformat(template, (), _Safe(jsonable(dict(numbers))))
+
+
+# ------------------------------------------------------------------------------------- claims
+@dataclass(frozen=True)
+class Claim:
+    """A statement of a paper and how it is checked (see the module docstring)."""
+
+    id: str
+    kind: Kind
+    paper: str
+    statement: str
+    version: int
+    grids: Mapping[str, Grid]
+    run: Callable[[Point], Result]
+    verdict: VerdictFn
+    params: type | None = None
+    description: str = ""
+    predictions: Mapping[str, str] = field(default_factory=dict)
+    controls: Mapping[str, Control] = field(default_factory=dict)
+    regime: str = ""
+    explain: Mapping[str, str] = field(default_factory=dict)
+    figures: Callable[[Sequence[Row]], dict[str, Any]] | None = None  # transitional: see report.figures
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind: expected one of {', '.join(KINDS)}, got {self.kind!r}")
+        missing = [p for p in PROFILES if p not in self.grids]
+        if missing:
+            raise ValueError(f"grids: expected the profiles {', '.join(PROFILES)}, missing {missing}")
+        if self.params is not None:
+            if not (dataclasses.is_dataclass(self.params) and self.params.__dataclass_params__.frozen):
+                raise ValueError(f"params: expected a frozen dataclass for {self.id}, got {self.params!r}")
+            for prof, g in self.grids.items():
+                for p in g.expand():
+                    check_params(self.params, p, where=f"{self.id} grid {prof!r}")
+            for name, c in self.controls.items():
+                check_params(self.params, dict(c.set), where=f"{self.id} control {name!r}")
+        bad = [s for s in self.explain if s not in VERDICTS]
+        if bad:
+            raise ValueError(f"explain: expected keys among {', '.join(VERDICTS)}, got {bad}")
+
+    @property
+    def module(self) -> str:
+        return self.run.__module__
+
+    def check_overrides(self, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Validate ``--set`` overrides (names and types against ``Params``); one clear line if wrong."""
+        overrides = dict(overrides or {})
+        if REP_KEY in overrides:
+            r = overrides[REP_KEY]
+            if not isinstance(r, int) or isinstance(r, bool) or r < 1:
+                raise ValueError(f"--set {REP_KEY}: expected an integer >= 1 (seed replicates), got {r!r}")
+        if CONTROL_KEY in overrides:
+            raise ValueError(f"--set {CONTROL_KEY}: expected a claim parameter, got the reserved name")
+        if self.params is None:
+            known = set()
+            for g in self.grids.values():
+                known |= g.names()
+            unknown = sorted(set(overrides) - known - {REP_KEY})
+            if unknown:
+                raise ValueError(
+                    f"--set: expected a parameter of {self.id} ({', '.join(sorted(known | {REP_KEY}))}), "
+                    f"got {unknown[0]!r}"
+                )
+            return overrides
+        hints = _hints(self.params)
+        out = {}
+        for k, v in overrides.items():
+            if k == REP_KEY:
+                out[k] = v
+                continue
+            axis = _axis_values(v, hints.get(k, Any)) if k in hints else None
+            if axis is not None:
+                out[k] = [check_params(self.params, {k: a})[k] for a in axis]
+                if not axis:
+                    raise ValueError(f"--set {k}: expected at least one value, got an empty list")
+            else:
+                out[k] = check_params(self.params, {k: v})[k]
+        return out
+
+    def _full(self, explicit: Mapping[str, Any]) -> dict[str, Any]:
+        if self.params is None:
+            return dict(explicit)
+        names = {f.name for f in dataclasses.fields(self.params)}
+        inst = self.params(**{k: v for k, v in explicit.items() if k in names})
+        full = {f.name: getattr(inst, f.name) for f in dataclasses.fields(self.params)}
+        full.update({k: v for k, v in explicit.items() if k in names})  # as written (3 stays 3)
+        for k in (REP_KEY, CONTROL_KEY):
+            if k in explicit:
+                full[k] = explicit[k]
+        return full
+
+    def points(
+        self,
+        profile: str,
+        root_seed: int = 0,
+        overrides: Mapping[str, Any] | None = None,
+        device: str = "cpu",
+        controls: bool = True,
+    ) -> list[Point]:
+        """Expand the profile's grid (and each control) into points with derived seeds."""
+        if profile not in self.grids:
+            raise ValueError(f"profile: expected one of {', '.join(self.grids)}, got {profile!r}")
+        grid = self.grids[profile]
+        overrides = self.check_overrides(overrides)
+        explicit = [dict(p) for p in grid.expand(overrides)]
+        if controls:
+            for name, c in self.controls.items():
+                for p in grid.expand(overrides | dict(c.set)):
+                    explicit.append(p | {CONTROL_KEY: name})
+        out, seen = [], set()
+        for params in explicit:
+            params = jsonable(params)
+            seed = derive_seed(root_seed, self.id, canonical_json(params))
+            full = jsonable(self._full(params))
+            pt = Point(self.id, profile, full, seed, self.version, device, self.params)
+            if pt.point_id not in seen:
+                seen.add(pt.point_id)
+                out.append(pt)
+        return out
+
+    def decide(self, rows: Sequence[Row], pred: Predict | None = None) -> Verdict:
+        """The verdict on the test setting's rows (controls excluded), prose rendered from numbers."""
+        test = [r for r in rows if not r.control]
+        return self._decide(test, pred)
+
+    def _decide(self, rows: Sequence[Row], pred: Predict | None) -> Verdict:
+        if not rows:
+            return Verdict("inconclusive", {"points": 0}, "-", "no stored rows")
+        if _arity(self.verdict) >= 2:
+            v = self.verdict(rows, pred if pred is not None else Predict())
+        else:  # a verdict with no predictions to perturb
+            v = self.verdict(rows)
+        prose = render(self.explain.get(v.status, ""), v.numbers)
+        note = " ".join(s for s in (prose, v.note) if s)
+        return dataclasses.replace(v, note=note)
+
+    def decide_control(self, name: str, rows: Sequence[Row]) -> Verdict:
+        """The claim's own verdict on the rows of control ``name``."""
+        return self._decide([r for r in rows if r.control == name], None)
+
+
+def _arity(fn: Callable[..., Any]) -> int:
+    import inspect
+
+    try:
+        return len(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return 1
+
+
+def variant_name(overrides: Mapping[str, Any] | None) -> str:
+    """The name of a run with ``--set`` overrides ('' for the profile's own setting)."""
+    if not overrides:
+        return ""
+    return ", ".join(
+        f"{k}={json.dumps(jsonable(v), separators=(',', ':'))}" for k, v in sorted(overrides.items())
+    )
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Parse ``key=value`` (value as JSON when it parses, else a string; ``a,b`` is a list)."""
+    if "=" not in text or not text.split("=", 1)[0].strip():
+        raise ValueError(f"--set: expected key=value, got {text!r}")
+    key, raw = (s.strip() for s in text.split("=", 1))
+
+    def one(s: str) -> Any:
+        try:
+            return json.loads(s)
+        except json.JSONDecodeError:
+            return s
+
+    if raw.startswith("["):
+        value = one(raw)
+    elif "," in raw:
+        value = [one(s.strip()) for s in raw.split(",")]
+    else:
+        value = one(raw)
+    return key, value
+
+
+def jsonable(obj: Any) -> Any:
+    """Convert numpy/torch scalars and tuples to plain JSON types; non-finite floats to None."""
+    if isinstance(obj, Mapping):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, (np.generic,)):
+        obj = obj.item()
+    if isinstance(obj, torch.Tensor) and obj.numel() == 1:
+        obj = obj.item()
+    if isinstance(obj, np.ndarray):
+        return [jsonable(v) for v in obj.tolist()]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj

@@ -1,0 +1,66 @@
+"""Figures of the claims, one module per area, drawn from stored rows only.
+
+Each area module (``ensemble``, ``flow``, ``highdim``, ``models``, ``training``) exports ``FIGURES``:
+a mapping claim id -> ``fn(rows) -> {name: matplotlib Figure}``. Figures read the stored metrics and
+arrays of a run's rows; they never import claim code and never recompute. Further modules (a user's
+own claims, test claims) are added with ``ATTNLAB_EXTRA_FIGURES`` (comma-separated module names).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from attnlab.engine.protocol import Row
+
+__all__ = ["AREA_FIGURE_MODULES", "FigureFn", "figure_function", "new_figure"]
+
+FigureFn = Callable[[Sequence[Row]], "dict[str, Any]"]
+
+AREA_FIGURE_MODULES = (
+    "attnlab.report.figures.ensemble",
+    "attnlab.report.figures.flow",
+    "attnlab.report.figures.highdim",
+    "attnlab.report.figures.models",
+    "attnlab.report.figures.training",
+)
+
+
+def _modules() -> list[str]:
+    extra = [m.strip() for m in os.environ.get("ATTNLAB_EXTRA_FIGURES", "").split(",") if m.strip()]
+    return list(AREA_FIGURE_MODULES) + extra
+
+
+def figure_function(claim_id: str) -> FigureFn | None:
+    """The figure function registered for ``claim_id`` (None when the claim has no figures)."""
+    for name in _modules():
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name == name:
+                continue
+            raise
+        fn = getattr(mod, "FIGURES", {}).get(claim_id)
+        if fn is not None:
+            return fn
+    return _legacy(claim_id)
+
+
+def _legacy(claim_id: str) -> FigureFn | None:
+    """Claims whose figures still live beside them (until every area has moved here)."""
+    from attnlab.claims import all_claims
+
+    for c in all_claims():
+        if c.id == claim_id:
+            return c.figures
+    return None
+
+
+def new_figure(nrows: int = 1, ncols: int = 1, w: float = 5.0, h: float = 3.6):
+    """A matplotlib Figure (no pyplot state) with a grid of axes: ``(fig, axes[nrows][ncols])``."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(w * ncols, h * nrows), constrained_layout=True)
+    return fig, fig.subplots(nrows, ncols, squeeze=False)
