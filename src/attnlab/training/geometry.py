@@ -9,8 +9,8 @@ a head writes: the factor ``F_h = W_Oᵀ L_h``, ``L_h L_hᵀ = W_VᵀW_V``, of
     HDI of the column spaces (:func:`attnlab.core.geometry.diversity`); null: uniform random
     subspaces, exact (the subspaces of Gaussian weights are uniform).
 ``weight``
-    weight-aware HDI; null: i.i.d. Gaussian weights of the same shapes (Monte Carlo, fixed seed),
-    the distribution of the initial weights.
+    weight-aware HDI; null: i.i.d. Gaussian weights of the same shapes, the distribution of the
+    initial weights (:func:`attnlab.core.geometry.weight_null_hdi`; ``kind="product"`` for ``ov``).
 ``data``
     ``q, k, v``: subspace HDI of ``Σ^{1/2} W`` with ``Σ`` the covariance of the hidden states entering
     the layer (:mod:`attnlab.core.metric`); null: ``Σ^{1/2} G`` with Gaussian ``G``.
@@ -25,7 +25,6 @@ attention entropy on the probe batch (nats, and as a fraction of ``log`` of the 
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -55,15 +54,6 @@ def _gaussian_ov(d: int, k: int, H: int, root: torch.Tensor | None):
     return draw
 
 
-@functools.lru_cache(maxsize=64)
-def _weight_null(d: int, k: int, H: int, ov: bool, samples: int) -> tuple[float, float]:
-    """Null of the weight form for Gaussian weights (seed 0, so the same numbers everywhere)."""
-    g = generator(0)
-    if ov:
-        return mc_null(_gaussian_ov(d, k, H, None), "weight", samples, g)
-    return metric_null(d, k, H, None, "weight", samples, g)
-
-
 def layer_geometry(
     heads: Any, sigma: torch.Tensor, *, samples: int = 32, seed: int = 0
 ) -> list[dict[str, float]]:
@@ -76,7 +66,7 @@ def layer_geometry(
     sigma : Tensor ``(L, d, d)``
         covariance of the hidden states entering each attention layer.
     samples : int
-        Monte Carlo draws of each null (weight and data forms).
+        Monte Carlo draws of each data-metric null.
     seed : int
         seed of the data-metric nulls (layer ``l`` uses ``derive_seed(seed, l)``).
     """
@@ -104,7 +94,10 @@ def layer_geometry(
             div = geometry.diversity(W, "subspace")
             vals = {
                 "subspace": (div.hdi, div.hdi_null, div.hdi_null_sd),
-                "weight": (hdi(W, "weight"), *_weight_null(d, k, H, s == "ov", samples)),
+                "weight": (
+                    hdi(W, "weight"),
+                    *geometry.weight_null_hdi(d, k, H, "product" if s == "ov" else "gaussian"),
+                ),
             }
             if s == "ov":
                 vals["data"] = (hdi(ov_factors(root @ WV[i], WO[i]), "weight"), *ov_null)

@@ -93,11 +93,11 @@ def learning_rate(step: int, cfg: TrainConfig) -> float:
 
 
 def record_steps(steps: int, records: int) -> tuple[int, ...]:
-    """Step 0 and ``records`` log-spaced steps in ``[1, steps]`` (duplicates after rounding dropped)."""
+    """Step 0 and ``records`` log-spaced steps in ``[1, steps]`` ending at ``steps`` (duplicates dropped)."""
     check_int("steps", steps, min=1)
     check_int("records", records, min=1)
-    pts = np.unique(np.round(np.geomspace(1, steps, records)).astype(int))
-    return (0, *(int(p) for p in pts))
+    pts = np.round(np.geomspace(1, steps, records)).astype(int) if records > 1 else np.array([steps])
+    return (0, *(int(p) for p in np.unique(pts)))
 
 
 @dataclass(frozen=True)
