@@ -293,9 +293,14 @@ class LogTicker:
         while not self._stop.wait(self.every):
             err_console.print(self.line(), markup=False, highlight=False, soft_wrap=True)
 
-    def close(self) -> None:
+    def close(self, final: bool = False) -> None:
+        """Stop the lines; ``final``: write one last line with the totals."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         self._thread.join(timeout=1.0)
+        if final:
+            err_console.print(self.line(), markup=False, highlight=False, soft_wrap=True)
 
 
 class TaskProgress:

@@ -72,6 +72,7 @@ def _one_line(msg: str) -> str:
     return " ".join(str(msg).split())
 
 
+_PYDANTIC_VALUE = re.compile(r"^Input should be (?P<expected>[^,]+)")
 _CLICK_VALUE = re.compile(r"^'?(?P<got>.*?)'? is not (?P<expected>.+?)\.?$")
 
 
@@ -85,7 +86,17 @@ def _fail(fields: dict, as_json: bool) -> int:
     return 2
 
 
-def _click_fields(e: BaseException) -> dict:
+def _value_of(option: str, args: list[str]) -> str | None:
+    """The text given to ``option`` on the command line (``--opt VALUE`` or ``--opt=VALUE``)."""
+    for i, a in enumerate(args):
+        if a == option and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith(option + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def _click_fields(e: BaseException, args: list[str]) -> dict:
     """Name the option a click usage error is about, as ``--opt: expected X, got Y``."""
     from attnlab.cli.common import error_fields
 
@@ -114,6 +125,14 @@ def _click_fields(e: BaseException) -> dict:
         }
     detail = _one_line(getattr(e, "message", msg))
     m = _CLICK_VALUE.match(detail)
+    if m is None and (m2 := _PYDANTIC_VALUE.match(detail)):  # typer's "Input should be ..." wording
+        got = _value_of(name, args)
+        return {
+            "argument": name,
+            "expected": m2["expected"],
+            "got": got,
+            "message": f"{name}: expected {m2['expected']}, got {got!r}",
+        }
     if m:
         expected = m["expected"]
         return {
@@ -140,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except _exc("UsageError") as e:  # click's: unknown option, bad value, missing argument
-        return _fail(_click_fields(e), as_json)
+        return _fail(_click_fields(e, args), as_json)
     except (UsageError, ValueError) as e:
         return _fail(error_fields(e), as_json)
     except OSError as e:
