@@ -24,7 +24,7 @@ import torch
 from attnlab.core.seeding import draw_device
 from attnlab.core.validation import check_choice, check_int, check_real, check_tensor
 from attnlab.highdim.data import TASKS, Dataset, attention, sample
-from attnlab.highdim.state_evolution import lam_from_lam_tilde
+from attnlab.highdim.setting import lam_from_lam_tilde
 
 __all__ = ["TrainConfig", "TrainResult", "train_erm", "evaluate", "predict", "simulate"]
 
