@@ -1,4 +1,4 @@
-"""scikit-learn compatible NW head and NW-ensemble regressors (THEORY.md A1–A2).
+"""scikit-learn compatible NW head and NW-ensemble regressors (docs/ensemble.md A1–A2).
 
 ``NWEnsemble`` predicts ``Σ_h α_h f_h(q)`` where head ``h`` is the NW estimator with kernel
 ``exp(scale · ⟨W_hᵀ q, W_hᵀ x⟩)`` (``kernel="dot"``, attention with tied query/key projections) or
@@ -8,6 +8,10 @@ effective inverse temperature is ``c² · scale``. Fitting stores the training s
 memory-based smoother) and draws the projections from ``random_state``; ``weights="optimal"``
 estimates the heads' error cross-moments by leave-one-out on the training sample (never by
 in-sample fit, where every NW head interpolates through its own point's weight).
+
+Both pass scikit-learn's own estimator checks (``parametrize_with_checks``): inputs go through
+``validate_data`` (2-d real arrays, no sparse or complex input, at least two samples, the fitted number
+of features at predict time), and the tags say where a check's expectation does not apply.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from attnlab.core.geometry import Diversity, diversity
 from attnlab.core.validation import check_choice, check_int, check_real
@@ -28,13 +32,22 @@ __all__ = ["NWEnsemble", "NWHead"]
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
-def _to_tensor(a, dtype, device, name: str, ndim: int) -> torch.Tensor:
-    t = torch.as_tensor(np.asarray(a, dtype=np.float64), dtype=dtype, device=device)
-    if t.ndim != ndim:
-        raise ValueError(f"{name}: expected a {ndim}-d array, got shape {tuple(t.shape)}")
-    if not bool(torch.isfinite(t).all()):
-        raise ValueError(f"{name}: expected finite values, got nan or inf")
-    return t
+def _to_tensor(a: np.ndarray, dtype: torch.dtype, device) -> torch.Tensor:
+    return torch.as_tensor(np.ascontiguousarray(a, dtype=np.float64), dtype=dtype, device=device)
+
+
+def _check_lengths(X, y) -> None:
+    """The project's message for a length mismatch, before scikit-learn's generic one."""
+    from scipy.sparse import issparse
+
+    if issparse(X) or issparse(y):  # validate_data refuses sparse input with its own message
+        return
+    try:
+        n_x, n_y = len(X), len(y)
+    except TypeError:
+        return
+    if n_x != n_y:
+        raise ValueError(f"y: expected {n_x} values (one per row of X), got {n_y}")
 
 
 class NWEnsemble(RegressorMixin, BaseEstimator):
@@ -131,12 +144,11 @@ class NWEnsemble(RegressorMixin, BaseEstimator):
         """
         self._check_params()
         dt = _DTYPES[self.dtype]
-        Xt = _to_tensor(X, dt, self.device, "X", 2)
-        yt = _to_tensor(y, dt, self.device, "y", 1)
-        if Xt.shape[0] != yt.shape[0]:
-            raise ValueError(f"y: expected {Xt.shape[0]} values (one per row of X), got {yt.shape[0]}")
-        if Xt.shape[0] < 2:
-            raise ValueError(f"X: expected at least 2 training points, got {Xt.shape[0]}")
+        _check_lengths(X, y)
+        # 2-d finite real X (no sparse, complex or object input), 1-d numeric y, at least 2 samples
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, ensure_min_samples=2)
+        Xt = _to_tensor(X, dt, self.device)  # (N, d)
+        yt = _to_tensor(y, dt, self.device)  # (N,)
         d = Xt.shape[1]
         if self.projections is not None:
             W = torch.as_tensor(np.asarray(self.projections, dtype=np.float64), dtype=dt, device=self.device)
@@ -153,7 +165,6 @@ class NWEnsemble(RegressorMixin, BaseEstimator):
         self.W_ = W
         self.X_train_ = Xt
         self.y_train_ = yt
-        self.n_features_in_ = d
         self.scale_ = resolve_scale(self.scale, self.d_k)
         M = None
         if self.weights == "optimal":
@@ -163,13 +174,25 @@ class NWEnsemble(RegressorMixin, BaseEstimator):
         self.alpha_ = head_weights(self.weights, self.n_heads, self.rho, self.alpha, M).to(dt)
         return self
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # check_regressors_train asks for a training R² above 0.5 on 200 standardised samples of
+        # make_regression (10 features, one informative direction, noise 20). An NW smoother at the
+        # default bandwidth averages each prediction over neighbours in random d_k = 2 dimensional
+        # projections, which mostly miss that one direction, so it smooths towards the mean: measured
+        # R² 0.03-0.08 (NWHead) and 0.12-0.21 (NWEnsemble) over seeds; with d_k = 10 and c = 3 (a
+        # full-rank, narrow kernel) it all but interpolates (R² > 0.999, tested in
+        # tests/ensemble/test_estimators_sklearn.py). A poor scorer on that data by design, not a
+        # broken regressor.
+        tags.regressor_tags.poor_score = True
+        return tags
+
     # ------------------------------------------------------------------ prediction
     def predict_heads(self, X) -> np.ndarray:
         """Every head's estimate, shape (n_heads, m)."""
         check_is_fitted(self, "W_")
-        Xt = _to_tensor(X, self.W_.dtype, self.device, "X", 2)
-        if Xt.shape[1] != self.n_features_in_:
-            raise ValueError(f"X: expected {self.n_features_in_} features, got {Xt.shape[1]}")
+        X = validate_data(self, X, dtype=np.float64, reset=False)  # also checks n_features_in_
+        Xt = _to_tensor(X, self.W_.dtype, self.device)  # (m, d)
         P = head_predictions(Xt, self.X_train_, self.y_train_, self.W_, scale=self.scale_, kernel=self.kernel)
         return P.cpu().numpy()
 
@@ -195,6 +218,15 @@ class NWHead(NWEnsemble):
         As in :class:`NWEnsemble` (the projection is a uniformly random frame).
     """
 
+    # the ensemble's other parameters, fixed for one head (class attributes, not constructor arguments,
+    # so that get_params/clone see exactly the parameters above)
+    n_heads = 1
+    layout = "random"
+    angle_deg = None
+    weights = "uniform"
+    rho = 0.5
+    alpha = None
+
     def __init__(
         self,
         d_k: int = 2,
@@ -206,21 +238,11 @@ class NWHead(NWEnsemble):
         device: str = "cpu",
         dtype: str = "float64",
     ):
-        super().__init__(
-            n_heads=1,
-            d_k=d_k,
-            layout="random",
-            c=c,
-            scale=scale,
-            kernel=kernel,
-            projections=projections,
-            random_state=random_state,
-            device=device,
-            dtype=dtype,
-        )
-
-    def get_params(self, deep: bool = True) -> dict:
-        return {
-            k: getattr(self, k)
-            for k in ("d_k", "c", "scale", "kernel", "projections", "random_state", "device", "dtype")
-        }
+        self.d_k = d_k
+        self.c = c
+        self.scale = scale
+        self.kernel = kernel
+        self.projections = projections
+        self.random_state = random_state
+        self.device = device
+        self.dtype = dtype
