@@ -88,3 +88,52 @@ def test_unknown_architecture(capsys, tmp_path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "t5"}))
     rc, _, err = _run(capsys, "inspect", str(tmp_path))
     assert rc == 2 and err.count("\n") == 1 and "got 't5'" in err
+
+
+@pytest.fixture(scope="module")
+def mqa_folder(tmp_path_factory):
+    """A tiny Llama with ONE K/V head (multi-query), saved as transformers does, without a tokenizer."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        intermediate_size=48,
+        vocab_size=40,
+    )
+    folder = tmp_path_factory.mktemp("mqa")
+    transformers.LlamaForCausalLM(cfg).save_pretrained(folder)
+    return folder
+
+
+def test_one_kv_head_does_not_crash(capsys, mqa_folder) -> None:
+    rc, out, err = _run(capsys, "inspect", str(mqa_folder))
+    assert rc == 0 and "HDI K" in out and "internal error" not in err
+    assert "at least 2 heads" in err
+    # no tokenizer in the folder: said once, nothing computed on made-up ids, no transformers report
+    assert "no tokenizer" in err and err.count("note:") == 3 and len(err) < 600
+    rc, out, _ = _run(capsys, "inspect", str(mqa_folder), "--json")
+    data = json.loads(out)
+    assert rc == 0 and data["token_level"] is False and data["n_kv_heads"] == 1
+    assert data["layers"][0]["hdi_k"] is None and data["layers"][0]["hdi_q"] is not None
+
+
+def test_compare_models(capsys, mqa_folder, tmp_path) -> None:
+    rc, out, _ = _run(
+        capsys, "inspect", "minilm", str(mqa_folder), "--no-text", "--json", "--figures", str(tmp_path)
+    )
+    assert rc == 0
+    data = json.loads(out)
+    assert [m["model"] for m in data["models"]] == ["all-MiniLM-L6-v2", mqa_folder.name]
+    assert [m["n_layers"] for m in data["models"]] == [6, 2]
+    assert (tmp_path / "compare.png").is_file()
+    rc, out, _ = _run(capsys, "inspect", "minilm", str(mqa_folder), "--no-text")
+    assert rc == 0 and out.count("all-MiniLM-L6-v2") == 6 and "per-layer comparison" in out
+
+
+def test_list_architectures(capsys) -> None:
+    rc, out, _ = _run(capsys, "inspect", "--list-architectures", "--json")
+    data = json.loads(out)
+    assert rc == 0 and {"bert", "llama", "qwen3", "gemma2"} <= set(data["supported"])
+    assert "deberta-v2" in data["refused"] and data["refused"]["deberta-v2"]

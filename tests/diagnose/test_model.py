@@ -86,7 +86,7 @@ def test_gqa_uses_distinct_kv_heads(build_model) -> None:
 
     heads = from_transformers(build_model("llama-gqa"), dtype=torch.float64)
     diag = diagnose(heads)
-    WK = heads.layers[0].W_K[::3].numpy()  # the 2 distinct K heads
+    WK = heads.layers[0].W_K.numpy()  # the 2 distinct K heads, stored once
     hdi, _ = _hdi_numpy([WK[0], WK[1]])
     assert abs(diag.layers[0]["hdi_k"] - hdi) < 1e-10
     assert diag.layers[0]["hdi_q"] > 0  # query heads all distinct
@@ -114,3 +114,47 @@ def test_token_level_on_small_model(build_model) -> None:
 def test_bad_input() -> None:
     with pytest.raises(ValueError, match="heads: expected HeadWeights"):
         diagnose({"W_Q": 1})
+
+
+def _random_llama_state(H: int, H_kv: int, d: int, k: int, L: int = 2, seed: int = 0) -> tuple[dict, dict]:
+    """A Llama-layout state dict with i.i.d. Gaussian attention weights."""
+    g = torch.Generator().manual_seed(seed)
+    sd = {}
+    for i in range(L):
+        a = f"model.layers.{i}.self_attn."
+        sd[a + "q_proj.weight"] = torch.randn(H * k, d, generator=g, dtype=torch.float64)
+        sd[a + "k_proj.weight"] = torch.randn(H_kv * k, d, generator=g, dtype=torch.float64)
+        sd[a + "v_proj.weight"] = torch.randn(H_kv * k, d, generator=g, dtype=torch.float64)
+        sd[a + "o_proj.weight"] = torch.randn(d, H * k, generator=g, dtype=torch.float64)
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": d,
+        "num_attention_heads": H,
+        "num_key_value_heads": H_kv,
+        "num_hidden_layers": L,
+        "head_dim": k,
+    }
+    return sd, cfg
+
+
+@pytest.mark.parametrize("H, H_kv", [(4, 1), (1, 1)])
+def test_single_kv_head_or_single_head_is_null_with_a_note(H: int, H_kv: int) -> None:
+    sd, cfg = _random_llama_state(H, H_kv, 32, 8)
+    diag = diagnose(load(sd, config=cfg, dtype=torch.float64))
+    row = diag.layers[0]
+    assert np.isnan(row["hdi_k"]) and np.isnan(row["hdi_v"]) and np.isnan(row["hdi_null_sd"])
+    assert row["hdi_null"] == 1 - 8 / 32  # the null mean does not depend on the head count
+    assert (np.isnan(row["hdi_q"])) == (H == 1)
+    assert any("at least 2 heads" in n for n in diag.notes)
+    assert np.isfinite(row["qk_rank90"])
+
+
+def test_weight_z_of_gaussian_heads_is_near_zero() -> None:
+    """i.i.d. Gaussian heads of MiniLM's shape: the weight-form z against its own null is ~N(0, 1)
+    (the subspace-form null 1 − k/d gave z ≈ +16 here)."""
+    sd, cfg = _random_llama_state(12, 12, 384, 32, L=4, seed=5)
+    diag = diagnose(load(sd, config=cfg, dtype=torch.float64))
+    for name in ("q", "k", "v", "ov"):
+        z = np.array([r[f"hdi_{name}_weight_z"] for r in diag.layers])
+        # four independent layers of N(0, 1): |z| < 4 each fails with probability ~2.5e-4
+        assert np.all(np.abs(z) < 4), (name, z)

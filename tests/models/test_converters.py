@@ -70,15 +70,18 @@ def test_metadata(build_model) -> None:
     assert [round(layer.scale * 12**0.5 * (i + 1), 12) for i, layer in enumerate(scaled.layers)] == [1.0] * 3
 
 
-def test_gqa_expansion_order(build_model) -> None:
-    """K/V head j serves query heads j*r .. j*r+r-1 (r = 3 here), read directly from k_proj."""
+def test_gqa_kv_heads_unexpanded(build_model) -> None:
+    """K/V head j (stored once) serves query heads j*r .. j*r+r-1 (r = 3 here), read from k_proj."""
     model = build_model("llama-gqa")
     heads = from_transformers(model, dtype=torch.float64)
     wk = model.model.layers[0].self_attn.k_proj.weight.detach()  # (H_kv*k, d)
     k = heads.d_head
+    layer = heads.layers[0]
+    assert layer.W_K.shape == (2, 48, k) and layer.b_V.shape == (2, k)
     for h in range(6):
         j = h // 3
-        torch.testing.assert_close(heads.layers[0].W_K[h], wk[j * k : (j + 1) * k].T, rtol=0, atol=0)
+        assert int(layer.kv_index[h]) == j
+        torch.testing.assert_close(layer.expanded("W_K")[h], wk[j * k : (j + 1) * k].T, rtol=0, atol=0)
 
 
 def test_gpt2_conv1d_orientation(build_model) -> None:

@@ -1,10 +1,13 @@
-"""``attnlab inspect [PATH | minilm]``: a real model's heads through the three theories.
+"""``attnlab inspect [PATH | minilm] ...``: real models' heads through the three theories.
 
-Loads the checkpoint offline, computes the weights-only diagnostics (subspace diversity with its
-null, spectra of ``W_Q W_Kᵀ``, paper B's ``M_h, V_h`` defects) and, when the folder has a tokenizer,
-the token-level ones on a few bundled sentences (radial dominance on hidden states, attention
-entropy). Prints a per-layer table, or one JSON object with ``--json``; ``--csv`` writes the
-per-head table and ``--figures`` the figures (PNG and SVG).
+Loads each checkpoint offline and streams it one layer at a time (safetensors, sharded or not, in
+the checkpoint's dtype; ``.bin`` with ``weights_only=True``), computes the weights-only diagnostics
+(subspace diversity with its null, spectra of ``W_Q W_Kᵀ``, paper B's ``M_h, V_h`` defects) and,
+when the folder holds the model's own tokenizer, the token-level ones on a few bundled sentences
+(radial dominance on hidden states, attention entropy). Prints a per-layer table, or one JSON
+object with ``--json``; ``--csv`` writes the per-head table and ``--figures`` the figures (PNG and
+SVG). Several models: one comparison table and figure, and ``--json`` holds one entry per model
+under ``models``. ``--list-architectures`` prints what is supported and what is refused, and why.
 """
 
 from __future__ import annotations
@@ -61,8 +64,10 @@ def _one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def run_inspect(source: str = "minilm", *, text: bool = True, dtype: str = "float64") -> Any:
-    """Load ``source`` and diagnose it; returns the :class:`~attnlab.diagnose.Diagnosis`."""
+def run_inspect(
+    source: str = "minilm", *, text: bool = True, dtype: str = "float64", progress: Any = None
+) -> Any:
+    """Load ``source`` (streamed) and diagnose it; returns the :class:`~attnlab.diagnose.Diagnosis`."""
     import torch
 
     from attnlab import diagnose as dg
@@ -71,16 +76,22 @@ def run_inspect(source: str = "minilm", *, text: bool = True, dtype: str = "floa
     if dtype not in ("float32", "float64"):
         raise UsageError("--dtype", "float32 or float64", dtype)
     with _one_thread():
-        heads = models.load(source, dtype=torch.float64 if dtype == "float64" else torch.float32)
+        heads = models.load(source, dtype=None, stream=True)  # checkpoint dtype, one layer at a time
+        if dtype == "float32":  # round the weights to float32 first (the arithmetic stays float64)
+            heads = heads.to(dtype=torch.float32)
         traces, note = None, None
         if text:
-            from attnlab.models.trace import trace_text
+            from attnlab.models.trace import has_tokenizer, trace_text
 
-            try:
-                traces = trace_text(source, dg.SENTENCES)
-            except (ValueError, OSError) as exc:
-                note = f"token-level diagnostics skipped: {' '.join(str(exc).split())}"
-        diag = dg.diagnose(heads, traces)
+            folder, _ = models.resolve_source(source)
+            if not has_tokenizer(folder):
+                note = "no tokenizer of the model's own in the folder: token-level diagnostics skipped"
+            else:
+                try:
+                    traces = trace_text(source, dg.SENTENCES)
+                except (ValueError, OSError) as exc:
+                    note = f"token-level diagnostics skipped: {' '.join(str(exc).split())}"
+        diag = dg.diagnose(heads, traces, progress=progress)
     if note:
         import dataclasses
 
@@ -128,37 +139,63 @@ def _fmt(value: Any, spec: str) -> str:
     return spec.format(value)
 
 
-def inspect_command(
-    path: str = typer.Argument(
-        "minilm", help="A local Hugging Face checkpoint folder, or 'minilm' (the bundled all-MiniLM-L6-v2)."
-    ),
-    json_out: bool = JsonOpt,
-    csv_path: Path | None = typer.Option(None, "--csv", help="Write the per-head table to this CSV file."),
-    figures: Path | None = typer.Option(
-        None, "--figures", help="Write figures (overlap heatmaps, angle histograms, spectra) to this folder."
-    ),
-    text: bool = typer.Option(
-        True, "--text/--no-text", help="Token-level diagnostics on bundled sentences (needs a tokenizer)."
-    ),
-    dtype: str = typer.Option("float64", "--dtype", help="Arithmetic precision: float64 or float32."),
-) -> None:
-    """Inspect a real model's attention heads: diversity vs the null, QK spectra, flow defects, entropy."""
-    diag = run_inspect(path, text=text, dtype=dtype)
-    if csv_path is not None:
-        _write_csv(csv_path, diag.heads)
-    files = _write_figures(figures, diag) if figures is not None else []
+_COMPARE_COLUMNS = (
+    ("layer", "layer", "{:d}"),
+    ("hdi_k", "HDI K", "{:.4f}"),
+    ("hdi_null", "null", "{:.4f}"),
+    ("hdi_k_z", "z K", "{:.1f}"),
+    ("hdi_q", "HDI Q", "{:.4f}"),
+    ("qk_rank90", "QK rank90", "{:.1f}"),
+    ("entropy_ratio", "H/log n", "{:.2f}"),
+)
+
+
+def _list_architectures(json_out: bool) -> None:
+    from attnlab.models import architectures
+
+    arch = architectures()
     if json_out:
-        out = diag.to_dict()
-        if csv_path is not None:
-            out["csv"] = str(csv_path)
-        if files:
-            out["figures"] = files
-        emit_json(out)
+        emit_json(arch)
         return
+    table = Table(title="supported architectures (model_type -> converter)")
+    table.add_column("model_type")
+    table.add_column("converter")
+    for mt, fam in arch["supported"].items():
+        table.add_row(mt, fam)
+    out_console.print(table)
+    refused = Table(title="refused architectures (not reproduced exactly)")
+    refused.add_column("model_type")
+    refused.add_column("reason")
+    for mt, why in arch["refused"].items():
+        refused.add_row(mt, why)
+    out_console.print(refused)
+
+
+def _diagnose_all(paths: list[str], text: bool, dtype: str, show_progress: bool) -> list[Any]:
+    from attnlab.cli.common import TaskProgress
+
+    diags = []
+    for src in paths:
+        if not show_progress:
+            diags.append(run_inspect(src, text=text, dtype=dtype))
+            continue
+        with TaskProgress(f"inspect {src}: layers", total=None, unit="layers") as bar:
+
+            def tick(done: int, total: int, bar: Any = bar) -> None:
+                if bar.total is None:
+                    bar.total = total
+                bar.update(done=done)
+
+            diags.append(run_inspect(src, text=text, dtype=dtype, progress=tick))
+    return diags
+
+
+def _print_one(diag: Any) -> None:
     m = diag.meta
+    kv = f", {m['n_kv_heads']} K/V heads" if m.get("grouped_kv") else ""
     out_console.print(
-        f"[bold]{m['model']}[/bold] ({m['architecture']}): {m['n_layers']} layers × {m['n_heads']} heads, "
-        f"d_model {m['d_model']}, d_head {m['d_head']} (per-layer means over heads)"
+        f"[bold]{m['model']}[/bold] ({m['model_type'] or m['architecture']}): {m['n_layers']} layers × "
+        f"{m['n_heads']} heads{kv}, d_model {m['d_model']}, d_head {m['d_head']} (per-layer means over heads)"
     )
     for title, columns in (
         ("paper A: subspace diversity (HDI) against random subspaces", _GEOMETRY_COLUMNS),
@@ -172,13 +209,117 @@ def inspect_command(
             table.add_row(*(_fmt(r.get(key), spec) for key, _, spec in cols))
         out_console.print(table)
     r0 = diag.layers[0]
+    null, sd = _fmt(r0.get("hdi_null"), "{:.4f}"), _fmt(r0.get("hdi_null_sd"), "{:.2g}")
+    angle = _fmt(r0.get("null_median_angle_deg"), "{:.1f}")
     out_console.print(
-        f"null: random {m['d_head']}-dim subspaces of R^{m['d_model']} give HDI {r0['hdi_null']:.4f} "
-        f"± {r0['hdi_null_sd']:.2g} and a median principal angle of {r0['null_median_angle_deg']:.1f}°; "
-        "z < −3 means heads share directions more than chance."
+        f"null: random {m['d_head']}-dim subspaces of R^{m['d_model']} give HDI {null} ± {sd} and a median "
+        f"principal angle of {angle}°; z < −3 means heads share directions more than chance."
     )
-    for note in diag.notes:
-        err_console.print(f"note: {note}")
+
+
+def _print_compare(diags: list[Any]) -> None:
+    table = Table(title="per-layer comparison (means over heads; z of the key HDI against its null)")
+    table.add_column("model")
+    for _, label, _ in _COMPARE_COLUMNS:
+        table.add_column(label, justify="right")
+    for diag in diags:
+        for r in diag.layers:
+            table.add_row(diag.meta["model"], *(_fmt(r.get(key), spec) for key, _, spec in _COMPARE_COLUMNS))
+    out_console.print(table)
+
+
+def _compare_figure(folder: Path, diags: list[Any]) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if folder.exists() and not folder.is_dir():
+        raise UsageError("--figures", "a folder", str(folder))
+    folder.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    for diag in diags:
+        depth = [(r["layer"] + 0.5) / len(diag.layers) for r in diag.layers]  # relative depth
+        name = diag.meta["model"]
+        line = axes[0].plot(depth, [r.get("hdi_k", math.nan) for r in diag.layers], marker="o", label=name)
+        axes[0].plot(
+            depth, [r.get("hdi_null", math.nan) for r in diag.layers], ls="--", color=line[0].get_color()
+        )
+        axes[1].plot(
+            depth, [r.get("qk_rank90", math.nan) / diag.meta["d_head"] for r in diag.layers], marker="o"
+        )
+        axes[2].plot(depth, [r.get("entropy_ratio", math.nan) for r in diag.layers], marker="o")
+    axes[0].set(title="key HDI (dashed: random-subspace null)", xlabel="relative depth", ylabel="HDI")
+    axes[1].set(title="QK rank90 / d_head", xlabel="relative depth")
+    axes[2].set(title="attention entropy / log n", xlabel="relative depth")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    written = []
+    for ext in ("png", "svg"):
+        p = folder / f"compare.{ext}"
+        fig.savefig(p, dpi=110, bbox_inches="tight")
+        written.append(str(p))
+    plt.close(fig)
+    return written
+
+
+def inspect_command(
+    paths: list[str] = typer.Argument(
+        None,
+        help="Local Hugging Face checkpoint folders, or 'minilm' (the bundled all-MiniLM-L6-v2); "
+        "several compare the models.",
+    ),
+    json_out: bool = JsonOpt,
+    csv_path: Path | None = typer.Option(None, "--csv", help="Write the per-head table to this CSV file."),
+    figures: Path | None = typer.Option(
+        None, "--figures", help="Write figures (overlap heatmaps, angle histograms, spectra) to this folder."
+    ),
+    text: bool = typer.Option(
+        True,
+        "--text/--no-text",
+        help="Token-level diagnostics on bundled sentences (needs the model's tokenizer).",
+    ),
+    dtype: str = typer.Option(
+        "float64", "--dtype", help="Weights rounded to float64 (as stored) or float32."
+    ),
+    list_architectures: bool = typer.Option(
+        False, "--list-architectures", help="Print the supported and refused architectures and exit."
+    ),
+) -> None:
+    """Inspect real models' attention heads: diversity vs the null, QK spectra, flow defects, entropy."""
+    if list_architectures:
+        _list_architectures(json_out)
+        return
+    paths = list(paths or ["minilm"])
+    if dtype not in ("float32", "float64"):
+        raise UsageError("--dtype", "float32 or float64", dtype)
+    diags = _diagnose_all(paths, text, dtype, show_progress=not json_out)
+    if csv_path is not None:
+        rows = (
+            tuple({"model": d.meta["model"], **r} for d in diags for r in d.heads)
+            if len(diags) > 1
+            else diags[0].heads
+        )
+        _write_csv(csv_path, rows)
+    if figures is not None:
+        files = _write_figures(figures, diags[0]) if len(diags) == 1 else _compare_figure(figures, diags)
+    else:
+        files = []
+    if json_out:
+        out = diags[0].to_dict() if len(diags) == 1 else {"models": [d.to_dict() for d in diags]}
+        if csv_path is not None:
+            out["csv"] = str(csv_path)
+        if files:
+            out["figures"] = files
+        emit_json(out)
+        return
+    if len(diags) == 1:
+        _print_one(diags[0])
+    else:
+        _print_compare(diags)
+    for d in diags:
+        for note in d.notes:
+            err_console.print(f"note ({d.meta['model']}): {note}" if len(diags) > 1 else f"note: {note}")
     if csv_path is not None:
         err_console.print(f"per-head table: {csv_path}")
     if files:

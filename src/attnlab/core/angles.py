@@ -129,8 +129,13 @@ def _pairs(H: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     return iu[0], iu[1]
 
 
-def _pairwise_angles(U: torch.Tensor, ranks: torch.Tensor) -> torch.Tensor:
-    """All pairwise principal angles (radians) of padded bases U (H, d, k): (P, k), nan-padded."""
+def _pairwise_angles(U: torch.Tensor, ranks: torch.Tensor, gram: torch.Tensor | None = None) -> torch.Tensor:
+    """All pairwise principal angles (radians) of padded bases U (H, d, k): (P, k), nan-padded.
+
+    With ``gram`` ``(H, k, H, k)`` (blocks ``U_hᵀ U_h'``, already computed for the overlaps) the
+    cosines come from ``k × k`` SVDs of its blocks and the ``d``-dimensional sine computation is only
+    made for the pairs that have an angle below 45° (where cosines lose accuracy).
+    """
     H, d, k = U.shape
     i, j = _pairs(H, U.device)
     swap = ranks[i] < ranks[j]  # make A the larger-rank member of each pair
@@ -138,9 +143,26 @@ def _pairwise_angles(U: torch.Tensor, ranks: torch.Tensor) -> torch.Tensor:
     b = torch.where(swap, i, j)
     m = torch.minimum(ranks[i], ranks[j])  # (P,)
     P = i.numel()
+    if P == 0:
+        return torch.empty(0, k, dtype=_DT, device=U.device)
+    if gram is not None:
+        M = gram[a, :, b, :]  # (P, k, k)  U_Aᵀ U_B
+        cos = torch.linalg.svdvals(M).clamp(0.0, 1.0)  # (P, k) descending
+        theta = torch.arccos(cos)
+        valid = torch.arange(k, device=U.device).unsqueeze(0) < m.unsqueeze(1)
+        theta = torch.where(valid, theta, torch.full_like(theta, math.nan))
+        near = torch.nonzero(cos[:, 0] > math.sqrt(0.5)).flatten()  # pairs needing the sine path
+        if near.numel():
+            theta[near] = _pairwise_subset(U, a[near], b[near], m[near])
+        return theta
+    return _pairwise_subset(U, a, b, m)
+
+
+def _pairwise_subset(U: torch.Tensor, a: torch.Tensor, b: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    _, d, k = U.shape
     chunk = max(1, _PAIR_CHUNK_ELEMS // max(1, d * k))
     out = []
-    for s in range(0, P, chunk):  # chunks bound memory; each chunk is one batched SVD
+    for s in range(0, a.numel(), chunk):  # chunks bound memory; each chunk is one batched SVD
         sl = slice(s, s + chunk)
         out.append(_angles_from_bases(U[a[sl]], U[b[sl]], m[sl]))
-    return torch.cat(out, dim=0) if out else torch.empty(0, k, dtype=_DT, device=U.device)
+    return torch.cat(out, dim=0)

@@ -74,11 +74,16 @@ def _check_stack(W: object, name: str = "W") -> torch.Tensor:
     return W
 
 
-def _subspace_overlap(U: torch.Tensor, ranks: torch.Tensor) -> torch.Tensor:
+def _block_gram(U: torch.Tensor) -> torch.Tensor:
+    """``(H, k, H, k)``: block ``(h, h')`` is ``U_hᵀ U_h'`` (one ``(H·k) × (H·k)`` product)."""
     H, d, k = U.shape
     flat = U.permute(1, 0, 2).reshape(d, H * k)  # (d, H·k) all bases side by side
-    gram = flat.transpose(0, 1) @ flat  # (H·k, H·k), block (h, h') = U_hᵀ U_h'
-    sq = gram.square().reshape(H, k, H, k).sum(dim=(1, 3))  # (H, H)  ‖U_hᵀ U_h'‖_F²
+    return (flat.transpose(0, 1) @ flat).reshape(H, k, H, k)
+
+
+def _subspace_overlap(U: torch.Tensor, ranks: torch.Tensor, gram: torch.Tensor | None = None) -> torch.Tensor:
+    g = _block_gram(U) if gram is None else gram
+    sq = g.square().sum(dim=(1, 3))  # (H, H)  ‖U_hᵀ U_h'‖_F²
     r = ranks.to(_DT)
     return sq / torch.sqrt(r.unsqueeze(1) * r.unsqueeze(0))
 
@@ -226,8 +231,9 @@ def diversity(W: torch.Tensor, form: str = "subspace", rtol: float | None = None
         raise ValueError(f"W: expected at least 2 heads (H >= 2) for a pairwise index, got H = {H}")
     U, ranks_t = _bases(W, rtol)
     _check_ranks(ranks_t)
+    gram = _block_gram(U)  # (H, k, H, k) shared by the overlaps and the angles
     if form == "subspace":
-        ov = _subspace_overlap(U, ranks_t)
+        ov = _subspace_overlap(U, ranks_t, gram)
     else:
         ov = overlap_matrix(W, form)
     i, j = _pairs(H, ov.device)
@@ -244,7 +250,7 @@ def diversity(W: torch.Tensor, form: str = "subspace", rtol: float | None = None
         null_m, null_sd = _null_from_ranks(d, ranks)
     z = (hdi - null_m) / null_sd if null_sd > 0 else math.nan
     kmax = max(ranks)
-    theta = _pairwise_angles(U[:, :, :kmax], ranks_t)  # (P, kmax) radians
+    theta = _pairwise_angles(U[:, :, :kmax], ranks_t, gram[:, :kmax, :, :kmax])  # (P, kmax) radians
     angles = torch.rad2deg(theta)
     fin = angles[~torch.isnan(angles)]
     mean_angle = float(fin.mean()) if fin.numel() else math.nan

@@ -1,203 +1,99 @@
-"""The canonical form of a model's attention: per-layer, per-head weight tensors.
+"""The canonical form of a model's attention: :class:`HeadWeights`, layer by layer.
 
-Row convention, as in the checkpoints: with token rows ``X`` (``n × d_model``) head ``h`` computes
-
-    softmax(scale · (X W_Q^h + b_Q^h)(X W_K^h + b_K^h)ᵀ) (X W_V^h + b_V^h) W_O^h
-
-and the layer's attention output is the sum over heads plus ``b_O``. ``scale`` is ``1/√d_head``
-unless the architecture says otherwise (GPT-2 can divide it by the layer index). In the column
-convention of THEORY.md B the score matrix is ``M_h = scale · W_Q^h (W_K^h)ᵀ`` and the value
-matrix ``V_h = (W_V^h W_O^h)ᵀ``.
-
-Grouped K/V (Llama-style GQA) are stored expanded to the query heads they serve; the metadata
-keeps ``n_kv_heads`` so that diagnostics can use the distinct K/V heads only.
+A :class:`HeadWeights` holds the metadata of a model's attention and its layers, either in memory
+(a tuple of :class:`~attnlab.core.layer.LayerHeads`) or as a :class:`LayerSource` that reads each
+layer from its checkpoint when asked (streaming: one layer resident at a time, in the
+checkpoint's dtype). The per-layer form, its score stages (q/k norm, RoPE, ALiBi, relative bias,
+soft-capping, sliding windows) and the row convention are documented in :mod:`attnlab.core.layer`.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from attnlab.core.validation import check_real, check_tensor
+from attnlab.core.layer import AttentionOutput, LayerHeads, QKNorm, default_scale
+from attnlab.core.positions import RelativeBias, Rope, apply_rope
 
-__all__ = ["AttentionOutput", "HeadWeights", "LayerHeads", "Rope", "apply_rope", "default_scale"]
-
-
-@dataclass(frozen=True)
-class AttentionOutput:
-    """What :meth:`LayerHeads.forward` returns.
-
-    Attributes
-    ----------
-    probs : Tensor ``(B, H, n, n)``
-        attention weights (rows sum to one).
-    head_outputs : Tensor ``(B, H, n, d_model)``
-        each head's contribution ``A_h (X W_V + b_V) W_O`` (without ``b_O``).
-    output : Tensor ``(B, n, d_model)``
-        the sum over heads plus ``b_O``: the attention block's output before any residual.
-    """
-
-    probs: torch.Tensor
-    head_outputs: torch.Tensor
-    output: torch.Tensor
-
-
-@dataclass(frozen=True)
-class LayerHeads:
-    """One attention layer's heads in canonical per-head form.
-
-    Attributes
-    ----------
-    W_Q, W_K, W_V : Tensor ``(H, d_model, d_head)``
-    W_O : Tensor ``(H, d_head, d_model)``
-    b_Q, b_K, b_V : Tensor ``(H, d_head)`` (zeros where the architecture has none)
-    b_O : Tensor ``(d_model,)``
-    scale : float
-        the factor multiplying ``q·k`` in the scores (``1/√d_head`` by default).
-    """
-
-    W_Q: torch.Tensor
-    W_K: torch.Tensor
-    W_V: torch.Tensor
-    W_O: torch.Tensor
-    b_Q: torch.Tensor
-    b_K: torch.Tensor
-    b_V: torch.Tensor
-    b_O: torch.Tensor
-    scale: float
-
-    def __post_init__(self) -> None:
-        check_tensor("W_Q", self.W_Q, ndim=3)
-        H, d, k = self.W_Q.shape
-        check_tensor("W_K", self.W_K, shape=(H, d, k))
-        check_tensor("W_V", self.W_V, shape=(H, d, k))
-        check_tensor("W_O", self.W_O, shape=(H, k, d))
-        for name in ("b_Q", "b_K", "b_V"):
-            check_tensor(name, getattr(self, name), shape=(H, k))
-        check_tensor("b_O", self.b_O, shape=(d,))
-        check_real("scale", self.scale, min=0.0, min_open=True)
-
-    @property
-    def n_heads(self) -> int:
-        return int(self.W_Q.shape[0])
-
-    @property
-    def d_model(self) -> int:
-        return int(self.W_Q.shape[1])
-
-    @property
-    def d_head(self) -> int:
-        return int(self.W_Q.shape[2])
-
-    def to(self, dtype: torch.dtype | None = None, device: str | torch.device | None = None) -> LayerHeads:
-        """A copy with every tensor moved to ``dtype`` / ``device``."""
-        kw = {n: getattr(self, n).to(dtype=dtype, device=device) for n in _TENSORS}
-        return LayerHeads(**kw, scale=self.scale)
-
-    def score_matrices(self) -> torch.Tensor:
-        """``M_h = scale · W_Q^h (W_K^h)ᵀ``, shape ``(H, d_model, d_model)`` (biases not included)."""
-        return self.scale * self.W_Q @ self.W_K.transpose(-1, -2)  # (H, d, d)
-
-    def value_matrices(self) -> torch.Tensor:
-        """``V_h = (W_V^h W_O^h)ᵀ``, shape ``(H, d_model, d_model)`` (column convention)."""
-        return (self.W_V @ self.W_O).transpose(-1, -2)  # (H, d, d)
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        *,
-        causal: bool = False,
-        key_mask: torch.Tensor | None = None,
-        rope: Rope | None = None,
-    ) -> AttentionOutput:
-        """Run the heads on token rows ``x``.
-
-        Parameters
-        ----------
-        x : Tensor ``(B, n, d_model)`` or ``(n, d_model)``
-            the hidden states that enter attention (after any pre-attention LayerNorm).
-        causal : bool
-            mask keys after the query (decoder models).
-        key_mask : Tensor ``(B, n)`` of bool, optional
-            False for padding keys.
-        rope : Rope, optional
-            rotary position embedding applied to queries and keys (Llama-style).
-
-        Returns
-        -------
-        AttentionOutput
-        """
-        squeeze = x.ndim == 2
-        if squeeze:
-            x = x.unsqueeze(0)
-        check_tensor("x", x, shape=(None, None, self.d_model))
-        x = x.to(self.W_Q.dtype)
-        q = torch.einsum("bnd,hdk->bhnk", x, self.W_Q) + self.b_Q[None, :, None, :]  # (B, H, n, k)
-        kk = torch.einsum("bnd,hdk->bhnk", x, self.W_K) + self.b_K[None, :, None, :]  # (B, H, n, k)
-        v = torch.einsum("bnd,hdk->bhnk", x, self.W_V) + self.b_V[None, :, None, :]  # (B, H, n, k)
-        if rope is not None:
-            q, kk = apply_rope(q, kk, rope)
-        scores = self.scale * q @ kk.transpose(-1, -2)  # (B, H, n, n)
-        n = x.shape[1]
-        if causal:
-            future = torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1)
-            scores = scores.masked_fill(future, float("-inf"))
-        if key_mask is not None:
-            check_tensor("key_mask", key_mask, shape=(x.shape[0], n))
-            scores = scores.masked_fill(~key_mask.bool()[:, None, None, :], float("-inf"))
-        probs = torch.softmax(scores, dim=-1)  # (B, H, n, n)
-        z = probs @ v  # (B, H, n, k)
-        head_out = z @ self.W_O[None]  # (B, H, n, d)
-        out = head_out.sum(1) + self.b_O  # (B, n, d)
-        if squeeze:
-            return AttentionOutput(probs[0], head_out[0], out[0])
-        return AttentionOutput(probs, head_out, out)
-
+__all__ = [
+    "AttentionOutput",
+    "HeadWeights",
+    "LayerHeads",
+    "LayerSource",
+    "QKNorm",
+    "RelativeBias",
+    "Rope",
+    "apply_rope",
+    "default_scale",
+]
 
 _TENSORS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O")
 
 
-@dataclass(frozen=True)
-class Rope:
-    """Rotary position embedding, rotate-half convention (Llama): pairs ``(i, i + dim/2)``.
+class LayerSource(Sequence[LayerHeads]):
+    """Layers read on demand: ``source[i]`` calls ``read(i)`` each time (nothing is cached).
 
-    Attributes
+    Parameters
     ----------
-    theta : float
-        the base of the frequencies ``theta^(−2i/dim)``.
-    dim : int
-        number of leading head dimensions rotated (the head size for Llama).
+    read : callable ``int -> LayerHeads``
+    n_layers, n_heads, n_kv_heads, d_model, d_head : int
+        the shapes every layer has (checked on each read).
+    key : callable ``int -> Hashable``, optional
+        layers with equal keys are the same weights (ALBERT's shared layers).
     """
 
-    theta: float
-    dim: int
+    def __init__(
+        self,
+        read: Callable[[int], LayerHeads],
+        *,
+        n_layers: int,
+        n_heads: int,
+        n_kv_heads: int,
+        d_model: int,
+        d_head: int,
+        key: Callable[[int], Any] | None = None,
+    ):
+        self._read = read
+        self._key = key or (lambda i: i)
+        self.n_layers, self.n_heads, self.n_kv_heads = n_layers, n_heads, n_kv_heads
+        self.d_model, self.d_head = d_model, d_head
 
+    def __len__(self) -> int:
+        return self.n_layers
 
-def apply_rope(
-    q: torch.Tensor, k: torch.Tensor, rope: Rope, positions: torch.Tensor | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rotate queries and keys ``(..., n, d_head)`` by their positions (0..n−1 by default).
+    def __getitem__(self, i: int) -> LayerHeads:  # type: ignore[override]
+        if not isinstance(i, int):
+            raise ValueError(f"layer: expected an integer index, got {type(i).__name__}")
+        if not -self.n_layers <= i < self.n_layers:
+            raise ValueError(f"layer: expected an integer in [0, {self.n_layers - 1}], got {i}")
+        layer = self._read(i % self.n_layers)
+        got = (layer.n_heads, layer.n_kv_heads, layer.d_model, layer.d_head)
+        want = (self.n_heads, self.n_kv_heads, self.d_model, self.d_head)
+        if got != want:
+            raise ValueError(f"layers[{i}]: expected (heads, kv heads, d_model, d_head) = {want}, got {got}")
+        return layer
 
-    Dimension ``i < dim/2`` is paired with ``i + dim/2`` and the pair is rotated by the angle
-    ``position · theta^(−2i/dim)``.
-    """
-    n = q.shape[-2]
-    if positions is None:
-        positions = torch.arange(n, dtype=torch.float64, device=q.device)
-    half = rope.dim // 2
-    inv = rope.theta ** (-torch.arange(half, dtype=torch.float64, device=q.device) * 2.0 / rope.dim)
-    ang = positions.to(torch.float64)[:, None] * inv[None, :]  # (n, half)
-    cos, sin = ang.cos().to(q.dtype), ang.sin().to(q.dtype)
+    def __iter__(self) -> Iterator[LayerHeads]:
+        for i in range(self.n_layers):
+            yield self[i]
 
-    def rot(t: torch.Tensor) -> torch.Tensor:
-        a, b, rest = t[..., :half], t[..., half : 2 * half], t[..., 2 * half :]
-        return torch.cat([a * cos - b * sin, b * cos + a * sin, rest], dim=-1)
+    def key(self, i: int) -> Any:
+        return self._key(i)
 
-    return rot(q), rot(k)
+    def mapped(self, fn: Callable[[LayerHeads], LayerHeads]) -> LayerSource:
+        """The same source with ``fn`` applied to each layer as it is read."""
+        return LayerSource(
+            lambda i: fn(self._read(i)),
+            n_layers=self.n_layers,
+            n_heads=self.n_heads,
+            n_kv_heads=self.n_kv_heads,
+            d_model=self.d_model,
+            d_head=self.d_head,
+            key=self._key,
+        )
 
 
 @dataclass(frozen=True)
@@ -206,31 +102,32 @@ class HeadWeights:
 
     Attributes
     ----------
-    layers : tuple of LayerHeads
-        one per layer (ALBERT repeats the same object when layers share weights).
+    layers : tuple of LayerHeads, or LayerSource
+        one per layer (ALBERT repeats the same object when layers share weights); a
+        :class:`LayerSource` reads them from the checkpoint on access.
     architecture : str
-        the converter family: ``"bert"``, ``"albert"``, ``"gpt2"`` or ``"llama"``.
+        the converter family (``"bert"``, ``"llama"``, ``"gpt2"``, ...).
     model_type : str
-        the checkpoint's own ``model_type`` (``"bert"``, ``"roberta"``, ``"mistral"``, ...).
+        the checkpoint's own ``model_type`` (``"bert"``, ``"mistral"``, ``"qwen3"``, ...).
     name : str
-        a label for tables (folder name, ``"all-MiniLM-L6-v2"``, ...).
+        a label for tables.
     shared_layers : bool
         whether layers share their attention weights (ALBERT).
     grouped_kv : bool
-        whether K/V were grouped (GQA) and have been expanded to the query heads.
+        whether K/V heads are shared by groups of query heads (GQA/MQA).
     n_kv_heads : int
         number of distinct K/V heads (equal to ``n_heads`` without GQA).
     causal : bool
         decoder-style causal masking.
     pre_norm : bool
-        a LayerNorm/RMSNorm precedes attention (GPT-2, Llama) rather than following it (BERT).
+        a norm precedes attention (GPT-2, Llama) rather than following it (BERT).
     rope : Rope or None
-        rotary position embedding of queries and keys (Llama-style), else None.
+        the model's default rotary embedding (a layer's own ``rope`` overrides it).
     extra : mapping
         further metadata (config values kept for reference).
     """
 
-    layers: tuple[LayerHeads, ...]
+    layers: Sequence[LayerHeads]
     architecture: str
     model_type: str = ""
     name: str = ""
@@ -243,65 +140,84 @@ class HeadWeights:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if isinstance(self.layers, LayerSource):
+            if self.n_kv_heads == 0:
+                object.__setattr__(self, "n_kv_heads", self.layers.n_kv_heads)
+            return
+        if not isinstance(self.layers, tuple):
+            object.__setattr__(self, "layers", tuple(self.layers))
         if not self.layers:
             raise ValueError("layers: expected at least one layer, got none")
         first = self.layers[0]
         for i, layer in enumerate(self.layers):
             if not isinstance(layer, LayerHeads):
                 raise ValueError(f"layers[{i}]: expected LayerHeads, got {type(layer).__name__}")
-            if (layer.n_heads, layer.d_model, layer.d_head) != (first.n_heads, first.d_model, first.d_head):
+            shape = (layer.n_heads, layer.n_kv_heads, layer.d_model, layer.d_head)
+            want = (first.n_heads, first.n_kv_heads, first.d_model, first.d_head)
+            if shape != want:
                 raise ValueError(
-                    f"layers[{i}]: expected (heads, d_model, d_head) = "
-                    f"{(first.n_heads, first.d_model, first.d_head)}, "
-                    f"got {(layer.n_heads, layer.d_model, layer.d_head)}"
+                    f"layers[{i}]: expected (heads, kv heads, d_model, d_head) = {want}, got {shape}"
                 )
         if self.n_kv_heads == 0:
-            object.__setattr__(self, "n_kv_heads", first.n_heads)
-        if self.n_kv_heads < 1 or first.n_heads % self.n_kv_heads:
+            object.__setattr__(self, "n_kv_heads", first.n_kv_heads)
+        if self.n_kv_heads != first.n_kv_heads:
             raise ValueError(
-                f"n_kv_heads: expected a divisor of n_heads = {first.n_heads}, got {self.n_kv_heads}"
+                f"n_kv_heads: expected {first.n_kv_heads} (the layers' W_K), got {self.n_kv_heads}"
             )
+
+    @property
+    def streamed(self) -> bool:
+        """Whether layers are read from the checkpoint on access."""
+        return isinstance(self.layers, LayerSource)
 
     @property
     def n_layers(self) -> int:
         return len(self.layers)
 
+    def _shape(self) -> tuple[int, int, int]:
+        if isinstance(self.layers, LayerSource):
+            return self.layers.n_heads, self.layers.d_model, self.layers.d_head
+        first = self.layers[0]
+        return first.n_heads, first.d_model, first.d_head
+
     @property
     def n_heads(self) -> int:
-        return self.layers[0].n_heads
+        return self._shape()[0]
 
     @property
     def d_model(self) -> int:
-        return self.layers[0].d_model
+        return self._shape()[1]
 
     @property
     def d_head(self) -> int:
-        return self.layers[0].d_head
+        return self._shape()[2]
 
     @property
     def dtype(self) -> torch.dtype:
         return self.layers[0].W_Q.dtype
 
-    def stacked(self, name: str) -> torch.Tensor:
-        """One weight for all layers: e.g. ``stacked("W_Q")`` has shape ``(L, H, d_model, d_head)``."""
-        if name not in _TENSORS:
-            raise ValueError(f"name: expected one of {', '.join(_TENSORS)}, got {name!r}")
-        return torch.stack([getattr(layer, name) for layer in self.layers])
+    def layer_key(self, i: int) -> Any:
+        """Equal keys: the same weights (shared layers are diagnosed once)."""
+        if isinstance(self.layers, LayerSource):
+            return self.layers.key(i)
+        return id(self.layers[i])
 
-    def scales(self) -> torch.Tensor:
-        """Score scale per layer, shape ``(L,)`` (float64)."""
-        return torch.tensor([layer.scale for layer in self.layers], dtype=torch.float64)
-
-    def to(self, dtype: torch.dtype | None = None, device: str | torch.device | None = None) -> HeadWeights:
-        """A copy with every layer moved to ``dtype`` / ``device`` (shared layers stay shared)."""
-        moved: dict[int, LayerHeads] = {}
+    def materialize(self) -> HeadWeights:
+        """All layers in memory (a no-op unless streamed; shared layers stay shared)."""
+        if not self.streamed:
+            return self
+        seen: dict[Any, LayerHeads] = {}
         layers = []
-        for layer in self.layers:
-            if id(layer) not in moved:
-                moved[id(layer)] = layer.to(dtype=dtype, device=device)
-            layers.append(moved[id(layer)])
+        for i in range(self.n_layers):
+            k = self.layer_key(i)
+            if k not in seen:
+                seen[k] = self.layers[i]
+            layers.append(seen[k])
+        return self._with(tuple(layers))
+
+    def _with(self, layers: Sequence[LayerHeads]) -> HeadWeights:
         return HeadWeights(
-            layers=tuple(layers),
+            layers=layers,
             architecture=self.architecture,
             model_type=self.model_type,
             name=self.name,
@@ -314,15 +230,43 @@ class HeadWeights:
             extra=dict(self.extra),
         )
 
+    def stacked(self, name: str) -> torch.Tensor:
+        """One weight for all layers: e.g. ``stacked("W_Q")`` has shape ``(L, H, d_model, d_head)``."""
+        if name not in _TENSORS:
+            raise ValueError(f"name: expected one of {', '.join(_TENSORS)}, got {name!r}")
+        return torch.stack([getattr(layer, name) for layer in self.layers])
+
+    def scales(self) -> torch.Tensor:
+        """Score scale per layer, shape ``(L,)`` (float64)."""
+        return torch.tensor([layer.scale for layer in self.layers], dtype=torch.float64)
+
+    def to(self, dtype: torch.dtype | None = None, device: str | torch.device | None = None) -> HeadWeights:
+        """A copy with every layer moved to ``dtype`` / ``device`` (shared layers stay shared; a
+        streamed model moves each layer as it is read)."""
+        if isinstance(self.layers, LayerSource):
+            return self._with(self.layers.mapped(lambda la: la.to(dtype=dtype, device=device)))
+        moved: dict[int, LayerHeads] = {}
+        layers = []
+        for layer in self.layers:
+            if id(layer) not in moved:
+                moved[id(layer)] = layer.to(dtype=dtype, device=device)
+            layers.append(moved[id(layer)])
+        return self._with(tuple(layers))
+
     def forward(self, layer: int, x: torch.Tensor, key_mask: torch.Tensor | None = None) -> AttentionOutput:
-        """Run layer ``layer``'s heads on its attention input ``x`` with this model's masking and RoPE."""
-        if not 0 <= layer < self.n_layers:
+        """Run layer ``layer``'s heads on its attention input ``x`` with this model's masking and stages."""
+        if not isinstance(layer, int) or not 0 <= layer < self.n_layers:
             raise ValueError(f"layer: expected an integer in [0, {self.n_layers - 1}], got {layer!r}")
         return self.layers[layer].forward(x, causal=self.causal, key_mask=key_mask, rope=self.rope)
 
+    def stages(self) -> dict[str, Any]:
+        """The score stages of the model, as recorded by its converter (``extra["stages"]``)."""
+        return dict(self.extra.get("stages", {}))
+
     def summary(self) -> dict[str, Any]:
         """The metadata as a plain dict (for tables and JSON)."""
-        return {
+        rope = self.rope
+        out = {
             "model": self.name,
             "architecture": self.architecture,
             "model_type": self.model_type,
@@ -335,8 +279,12 @@ class HeadWeights:
             "grouped_kv": self.grouped_kv,
             "causal": self.causal,
             "pre_norm": self.pre_norm,
-            "rope_theta": None if self.rope is None else self.rope.theta,
+            "rope_theta": None if rope is None else rope.theta,
+            "rope_type": None if rope is None else rope.rope_type,
+            "rope_dim": None if rope is None else rope.dim,
         }
+        out.update(self.stages())
+        return out
 
     def __repr__(self) -> str:
         return (
@@ -344,10 +292,6 @@ class HeadWeights:
             f"d_model={self.d_model}, d_head={self.d_head}"
             + (f", kv_heads={self.n_kv_heads}" if self.grouped_kv else "")
             + (", shared layers" if self.shared_layers else "")
+            + (", streamed" if self.streamed else "")
             + ")"
         )
-
-
-def default_scale(d_head: int) -> float:
-    """``1/√d_head``, the usual score scale."""
-    return 1.0 / math.sqrt(d_head)

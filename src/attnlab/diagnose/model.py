@@ -11,12 +11,20 @@ Subspaces (all column spaces in model space ``R^d``):
 ``F_h = W_Oᵀ L_h`` with ``L_h L_hᵀ = W_VᵀW_V`` (Cholesky): ``F_h F_hᵀ = V_h V_hᵀ``, so ``F_h`` has the
 range of ``V_h`` and the same weight-aware overlaps, without forming ``d × d`` matrices. With grouped
 K/V the K and V indices use the distinct K/V heads only (expanded copies would count as identical).
+
+HDI needs at least two heads: a layer with one K/V head (multi-query attention) or one head has
+null K/V (or all) diversity fields and a note says so. ``hdi_*_weight_z`` holds the weight-aware HDI
+against its own null, i.i.d. Gaussian weights of the same shape (``core.nulls.weight_null_hdi``;
+the product law for OV), not against the subspace null ``1 − k/d``.
+
+Layers are diagnosed one at a time (a streamed :class:`HeadWeights` reads each from its checkpoint
+when needed), in float64 on the device of the weights; only the current layer is resident.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,16 +115,56 @@ def _pair_means_per_head(values: torch.Tensor, H: int) -> torch.Tensor:
     return full.sum(1) / (H - 1)
 
 
-def _subspace_stack(heads: HeadWeights, name: str) -> torch.Tensor:
-    """``(L, H', d, k)`` stack of the ``name`` subspace's factors (distinct K/V heads only with GQA)."""
-    r = heads.n_heads // heads.n_kv_heads
-    if name == "q":
-        return heads.stacked("W_Q")
-    if name == "k":
-        return heads.stacked("W_K")[:, ::r]
-    if name == "v":
-        return heads.stacked("W_V")[:, ::r]
-    return ov_factors(heads.stacked("W_V"), heads.stacked("W_O"))
+def _nonbilinear_note(heads: HeadWeights) -> str | None:
+    st = heads.stages()
+    parts = []
+    if st.get("qk_norm"):
+        parts.append(f"q/k normalisation ({st['qk_norm']})")
+    if st.get("softcap"):
+        parts.append(f"logit soft-capping at {st['softcap']}")
+    if not parts:
+        return None
+    return (
+        "scores are not a bilinear form of the inputs (" + ", ".join(parts) + "): the weights-only "
+        "diagnostics (QK spectra, M_h flow defects, radial dominance) describe W_Q W_Kᵀ without these stages"
+    )
+
+
+def _geometry_rows(
+    name: str, stack: torch.Tensor, H: int, r: int, row: dict[str, Any], hrows: list[dict[str, Any]]
+) -> Any:
+    """Subspace and weight-form diversity of one subspace of one layer into ``row`` and ``hrows``."""
+    Hs, d, k = stack.shape
+    if Hs < 2:
+        for key in ("", "_weight", "_z", "_weight_z", "_null_sd"):
+            row[f"hdi_{name}{key}"] = math.nan
+        row[f"mean_angle_{name}_deg"] = math.nan
+        for hr in hrows:
+            hr[f"overlap_{name}"] = math.nan
+            hr[f"mean_angle_{name}_deg"] = math.nan
+        return None
+    div = geometry.diversity(stack, form="subspace")
+    w_ov = geometry.overlap_matrix(stack, form="weight")
+    iu = torch.triu_indices(Hs, Hs, offset=1, device=stack.device)
+    w_hdi = 1.0 - float(w_ov[iu[0], iu[1]].mean())
+    if k <= d and d >= 2:
+        w_null, w_sd = geometry.weight_null_hdi(d, k, Hs, "product" if name == "ov" else "gaussian")
+    else:
+        w_null, w_sd = math.nan, math.nan
+    row[f"hdi_{name}"] = div.hdi
+    row[f"hdi_{name}_weight"] = w_hdi
+    row[f"hdi_{name}_z"] = div.z
+    row[f"hdi_{name}_null_sd"] = div.hdi_null_sd
+    row[f"hdi_{name}_weight_null"] = w_null
+    row[f"hdi_{name}_weight_z"] = (w_hdi - w_null) / w_sd if w_sd > 0 else math.nan
+    row[f"mean_angle_{name}_deg"] = div.mean_angle_deg
+    ov_head = _pair_means_per_head(div.overlap[iu[0], iu[1]], Hs)
+    ang_head = _pair_means_per_head(torch.nanmean(div.angles_deg, dim=-1), Hs)
+    for h, hr in enumerate(hrows):
+        src = h // r if name in ("k", "v") else h
+        hr[f"overlap_{name}"] = float(ov_head[src])
+        hr[f"mean_angle_{name}_deg"] = float(ang_head[src])
+    return div
 
 
 def diagnose(
@@ -124,22 +172,24 @@ def diagnose(
     traces: Sequence[Any] | None = None,
     *,
     null_samples: int = 200,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Diagnosis:
-    """Per-head and per-layer diagnostics of a model's attention heads.
+    """Per-head and per-layer diagnostics of a model's attention heads, one layer at a time.
 
     Parameters
     ----------
     heads : HeadWeights
-        the model's heads (see :func:`attnlab.models.load`).
+        the model's heads (see :func:`attnlab.models.load`; ``stream=True`` reads layers lazily).
     traces : sequence of Trace, optional
         one forward pass per sentence (batch 1), from :func:`attnlab.models.trace.trace`; adds radial
         dominance on the hidden states entering attention and attention entropy against ``log n``.
     null_samples : int
         random subspace pairs drawn for the null angle distribution (figures only; seed 0).
+    progress : callable ``(done, total)``, optional
+        called after each layer.
 
-    Everything runs on the device of ``heads`` (move them with ``heads.to(device=...)``); traces are
-    moved there. The null angle sample and the bulk-edge constant stay on CPU (fixed-seed draws,
-    the same numbers everywhere); arrays and per-head values come back as numpy and Python floats.
+    Everything runs on the device of the weights; traces are moved there. The null angle sample and
+    the bulk-edge constant stay on CPU (fixed-seed draws, the same numbers everywhere).
 
     Returns
     -------
@@ -148,134 +198,160 @@ def diagnose(
     if not isinstance(heads, HeadWeights):
         raise ValueError(f"heads: expected HeadWeights, got {type(heads).__name__}")
     L, H, d, k = heads.n_layers, heads.n_heads, heads.d_model, heads.d_head
-    r = H // heads.n_kv_heads
+    G = heads.n_kv_heads
+    r = H // G
+    if traces:
+        for tr in traces:
+            if len(tr.inputs) != L:
+                raise ValueError(f"traces: expected {L} attention layers per trace, got {len(tr.inputs)}")
     notes: list[str] = []
-    WQ, WK, WV, WO = (heads.stacked(n).to(_DT) for n in ("W_Q", "W_K", "W_V", "W_O"))
-    dev = WQ.device
-    scales = heads.scales().to(dev)  # (L,)
-
-    # paper A: subspace geometry per layer (subspace and weight-aware forms)
     layer_rows: list[dict[str, Any]] = [{"layer": i} for i in range(L)]
     head_rows: list[dict[str, Any]] = [{"layer": i, "head": h} for i in range(L) for h in range(H)]
-    overlap_k, angles_k = [], []
-    for name in SUBSPACES:
-        stack = _subspace_stack(heads, name).to(_DT)  # (L, H', d, k)
-        Hs = stack.shape[1]
-        for i in range(L):
-            row = layer_rows[i]
-            if Hs < 2:
-                row.update(
-                    {f"hdi_{name}": math.nan, f"hdi_{name}_weight": math.nan, f"hdi_{name}_z": math.nan}
-                )
-                continue
-            div = geometry.diversity(stack[i], form="subspace")
-            w_ov = geometry.overlap_matrix(stack[i], form="weight")
-            iu = torch.triu_indices(Hs, Hs, offset=1, device=dev)
-            row[f"hdi_{name}"] = div.hdi
-            row[f"hdi_{name}_weight"] = 1.0 - float(w_ov[iu[0], iu[1]].mean())
-            row[f"hdi_{name}_z"] = div.z
-            row[f"hdi_{name}_weight_z"] = (row[f"hdi_{name}_weight"] - div.hdi_null) / div.hdi_null_sd
-            row[f"mean_angle_{name}_deg"] = div.mean_angle_deg
-            if name == "k":
-                row["hdi_null"] = div.hdi_null
+    overlap_k, angles_k, qk_sv, qk_edge, mm_cross = [], [], [], [], []
+    done: dict[Any, int] = {}
+    for i in range(L):
+        key = heads.layer_key(i)
+        if key in done:  # shared weights (ALBERT): the same numbers as the first use
+            j = done[key]
+            layer_rows[i] = {**layer_rows[j], "layer": i}
+            for h in range(H):
+                head_rows[i * H + h] = {**head_rows[j * H + h], "layer": i}
+            for arr in (overlap_k, angles_k, qk_sv, qk_edge, mm_cross):
+                if len(arr) > j:
+                    arr.append(arr[j])
+            if progress is not None:
+                progress(i + 1, L)
+            continue
+        done[key] = i
+        layer = heads.layers[i]
+        WQ, WK, WV, WO = (getattr(layer, n).to(_DT) for n in ("W_Q", "W_K", "W_V", "W_O"))
+        layer_scale = float(layer.scale)
+        del layer
+        dev = WQ.device
+        kv = torch.arange(H, device=dev) // r
+        WKe, WVe = (WK, WV) if G == H else (WK[kv], WV[kv])  # (H, d, k) gathers for per-head quantities
+        row, hrows = layer_rows[i], head_rows[i * H : (i + 1) * H]
+        stacks = {"q": WQ, "k": WK, "v": WV, "ov": ov_factors(WVe, WO)}
+        for name, stack in stacks.items():
+            div = _geometry_rows(name, stack, H, r, row, hrows)
+            if name == "k" and div is not None:
                 row["hdi_null_sd"] = div.hdi_null_sd
                 row["hdi_ceiling"] = div.ceiling
                 row["median_angle_k_deg"] = div.median_angle_deg
                 overlap_k.append(div.overlap.cpu().numpy())
                 angles_k.append(div.angles_deg.reshape(-1).cpu().numpy())
-            # per head: mean overlap and mean angle with the other heads of the layer
-            ov_pairs = div.overlap[iu[0], iu[1]]
-            ang_pairs = torch.nanmean(div.angles_deg, dim=-1)
-            ov_head = _pair_means_per_head(ov_pairs, Hs)
-            ang_head = _pair_means_per_head(ang_pairs, Hs)
+        row["hdi_null"] = 1.0 - k / d if k <= d else math.nan  # the subspace null mean, whatever H
+        row.setdefault("hdi_null_sd", math.nan)
+        scale = torch.tensor(layer_scale, dtype=_DT, device=dev)
+        spec = qk_spectra(WQ, WKe, scale)  # (H, ...)
+        fd = flow_defects(WQ, WKe, WVe, WO, scale)
+        cross = cross_products(WQ, WKe)  # (H, H)
+        if H > 1:
+            off = ~torch.eye(H, dtype=torch.bool, device=dev)
+            c_off = cross.masked_fill(~off, float("nan"))
+            cross_mean = torch.nanmean(torch.cat([c_off, c_off.T], dim=-1), dim=-1)  # (H,)
+            cross_max = c_off.nan_to_num(-1.0).amax(-1).maximum(c_off.T.nan_to_num(-1.0).amax(-1))
+        else:
+            cross_mean = cross_max = torch.full((H,), math.nan, dtype=_DT, device=dev)
+        per_head = {
+            "qk_sv_max": spec.sv[..., 0],
+            "qk_rank90": spec.rank90,
+            "qk_outliers": spec.outliers,
+            "qk_bulk_edge": spec.bulk_edge,
+            "qk_outlier_energy": spec.outlier_energy,
+            "sym_defect": fd.sym_defect,
+            "value_cos": fd.value_cos,
+            "value_defect": fd.value_defect,
+            "mm_cross_mean": cross_mean,
+            "mm_cross_max": cross_max,
+        }
+        if traces:
+            per_head.update(_token_level(traces, i, WQ, WKe, WVe, WO, scale, heads.causal, dev))
+        for name, val in per_head.items():
+            val = val.to(device="cpu", dtype=_DT)  # (H,) one transfer, then Python floats
+            row[name] = float(val.mean())
             for h in range(H):
-                src = h // r if name in ("k", "v") else h
-                head_rows[i * H + h][f"overlap_{name}"] = float(ov_head[src])
-                head_rows[i * H + h][f"mean_angle_{name}_deg"] = float(ang_head[src])
-    if heads.n_kv_heads < 2:
-        notes.append("one K/V head per layer: K and V diversity are undefined (null)")
-    null = geometry.null_principal_angles(d, k, null_samples, generator(0))  # (S, k) degrees
+                hrows[h][name] = float(val[h])
+        qk_sv.append(spec.sv.cpu().numpy())
+        qk_edge.append(spec.bulk_edge.cpu().numpy())
+        mm_cross.append(cross.cpu().numpy())
+        del WQ, WK, WV, WO, WKe, WVe, stacks
+        if progress is not None:
+            progress(i + 1, L)
+    if G < 2:
+        notes.append(
+            f"HDI needs at least 2 heads: {'one head' if H < 2 else 'one K/V head'} per layer, so "
+            + ("every diversity index is" if H < 2 else "K and V diversity are")
+            + " undefined (null)"
+        )
+    if not traces:
+        notes.append("no token representations given: radial dominance and entropy not computed")
+    nb = _nonbilinear_note(heads)
+    if nb:
+        notes.append(nb)
+    null = geometry.null_principal_angles(d, min(k, d), null_samples, generator(0))  # (S, k) degrees
     for row in layer_rows:
         row["null_median_angle_deg"] = float(null.median())
-
-    # paper C: spectra of scale·W_Q W_Kᵀ
-    spec = qk_spectra(WQ, WK, scales[:, None])  # leading dims (L, H)
-    # paper B: M_h, V_h as a dynamics
-    fd = flow_defects(WQ, WK, WV, WO, scales[:, None])
-    cross = cross_products(WQ, WK)  # (L, H, H)
-    off = ~torch.eye(H, dtype=torch.bool, device=dev)
-    cross_off = cross.masked_fill(~off, float("nan"))
-    cross_mean = torch.nanmean(torch.cat([cross_off, cross_off.transpose(-1, -2)], dim=-1), dim=-1)  # (L, H)
-    cross_max = (
-        cross_off.nan_to_num(-1.0).amax(-1).maximum(cross_off.transpose(-1, -2).nan_to_num(-1.0).amax(-1))
-    )
-    per_head = {
-        "qk_sv_max": spec.sv[..., 0],
-        "qk_rank90": spec.rank90,
-        "qk_outliers": spec.outliers,
-        "qk_bulk_edge": spec.bulk_edge,
-        "qk_outlier_energy": spec.outlier_energy,
-        "sym_defect": fd.sym_defect,
-        "value_cos": fd.value_cos,
-        "value_defect": fd.value_defect,
-        "mm_cross_mean": cross_mean,
-        "mm_cross_max": cross_max,
-    }
-
-    # token level: radial dominance on hidden states, entropy of the model's attention
-    if traces:
-        f1, f2, f3, f2t, f3t, ent, ent_max, ent_ratio = (
-            torch.zeros(L, H, dtype=_DT, device=dev) for _ in range(8)
-        )
-        for tr in traces:
-            if len(tr.inputs) != L:
-                raise ValueError(f"traces: expected {L} attention layers per trace, got {len(tr.inputs)}")
-            X = torch.stack([x[0] for x in tr.inputs]).to(device=dev, dtype=_DT)  # (L, n, d)
-            rd = radial_dominance(X, WQ, WK, WV, WO, scales, causal=heads.causal)
-            f1 += rd.form1.to(_DT)
-            f2 += rd.form2.to(_DT)
-            f3 += rd.form3.to(_DT)
-            f2t += rd.form2_tokens
-            f3t += rd.form3_tokens
-            e = attention_entropy(torch.stack([a[0] for a in tr.attentions]).to(dev))  # (L, H)
-            ent += e.entropy
-            ent_max += e.max_entropy
-            ent_ratio += e.ratio
-        m = float(len(traces))
-        per_head.update(
-            {
-                "radial_form1": f1 / m,
-                "radial_form2": f2 / m,
-                "radial_form3": f3 / m,
-                "radial_form2_tokens": f2t / m,
-                "radial_form3_tokens": f3t / m,
-                "entropy": ent / m,
-                "entropy_max": ent_max / m,
-                "entropy_ratio": ent_ratio / m,
-            }
-        )
-    else:
-        notes.append("no token representations given: radial dominance and entropy not computed")
-    for key, val in per_head.items():
-        val = val.to(device="cpu", dtype=_DT)  # (L, H) one transfer, then Python floats
-        for i in range(L):
-            layer_rows[i][key] = float(val[i].mean())
-            for h in range(H):
-                head_rows[i * H + h][key] = float(val[i, h])
-    # the per-layer summary of the outlier count and rank as means over heads
+    meta = heads.summary()
+    meta["scores_bilinear"] = nb is None
     arrays = {
-        "overlap_k": np.stack(overlap_k) if overlap_k else np.zeros((L, 0, 0)),
-        "angles_k_deg": np.stack(angles_k) if angles_k else np.zeros((L, 0)),
+        "overlap_k": np.stack(overlap_k) if len(overlap_k) == L else np.zeros((L, 0, 0)),
+        "angles_k_deg": np.stack(angles_k) if len(angles_k) == L else np.zeros((L, 0)),
         "null_angles_deg": null.reshape(-1).numpy(),
-        "qk_sv": spec.sv.cpu().numpy(),
-        "qk_edge": spec.bulk_edge.cpu().numpy(),
-        "mm_cross": cross.cpu().numpy(),
+        "qk_sv": np.stack(qk_sv),
+        "qk_edge": np.stack(qk_edge),
+        "mm_cross": np.stack(mm_cross),
     }
     return Diagnosis(
-        meta=heads.summary(),
+        meta=meta,
         layers=tuple(layer_rows),
         heads=tuple(head_rows),
         arrays=arrays,
         text=bool(traces),
         notes=tuple(notes),
     )
+
+
+def _token_level(
+    traces: Sequence[Any],
+    i: int,
+    WQ: torch.Tensor,
+    WK: torch.Tensor,
+    WV: torch.Tensor,
+    WO: torch.Tensor,
+    scale: torch.Tensor,
+    causal: bool,
+    dev: torch.device,
+) -> dict[str, torch.Tensor]:
+    """Radial dominance on the hidden states entering layer ``i`` and the entropy of its attention."""
+    H = WQ.shape[0]
+    acc = {n: torch.zeros(H, dtype=_DT, device=dev) for n in _TOKEN_KEYS}
+    for tr in traces:
+        X = tr.inputs[i][0].to(device=dev, dtype=_DT)  # (n, d)
+        rd = radial_dominance(X, WQ, WK, WV, WO, scale, causal=causal)
+        e = attention_entropy(tr.attentions[i][0].to(dev))  # (H,)
+        vals = (
+            rd.form1,
+            rd.form2,
+            rd.form3,
+            rd.form2_tokens,
+            rd.form3_tokens,
+            e.entropy,
+            e.max_entropy,
+            e.ratio,
+        )
+        for n, v in zip(_TOKEN_KEYS, vals):
+            acc[n] += v.to(_DT)
+    return {n: v / len(traces) for n, v in acc.items()}
+
+
+_TOKEN_KEYS = (
+    "radial_form1",
+    "radial_form2",
+    "radial_form3",
+    "radial_form2_tokens",
+    "radial_form3_tokens",
+    "entropy",
+    "entropy_max",
+    "entropy_ratio",
+)

@@ -1,7 +1,11 @@
 """Checkpoints -> :class:`~attnlab.core.heads.HeadWeights`, offline, one converter per family.
 
 Families: BERT/MiniLM/RoBERTa (``bert``), ALBERT (``albert``, shared layers), GPT-2 (``gpt2``, fused
-Conv1D), Llama-style (``llama``: Llama, Mistral, Qwen2; grouped K/V expanded to the query heads).
+Conv1D), and the ``q/k/v/o`` decoders of :mod:`attnlab.models.decoder` (Llama, Mistral, Mixtral,
+Qwen2/3, Gemma 1/2/3, Phi, Phi-3, OLMo 1/2, Granite, StarCoder2, StableLM, Cohere, GPT-J, GPT-Neo,
+OPT); grouped K/V are kept unexpanded. :data:`REFUSED` names the architectures that are not
+reproduced exactly, each with its reason. With ``stream=True`` layers are read from the checkpoint
+one at a time, in its dtype.
 
 >>> heads = load("minilm")                  # the bundled all-MiniLM-L6-v2, no network  # doctest: +SKIP
 >>> heads.n_layers, heads.n_heads, heads.d_head                                       # doctest: +SKIP
@@ -20,11 +24,13 @@ from typing import Any
 import torch
 
 from attnlab.core.heads import HeadWeights
-from attnlab.models import albert, bert, gpt2, llama
+from attnlab.models import albert, bert, decoder, gpt2
 from attnlab.models.checkpoint import bundled_model_path, offline, read_config, read_folder, resolve_folder
 
 __all__ = [
     "FAMILIES",
+    "REFUSED",
+    "architectures",
     "bundled_model_path",
     "family_of",
     "from_state_dict",
@@ -35,7 +41,14 @@ __all__ = [
 ]
 
 #: family name -> converter module (``MODEL_TYPES``, ``convert``, ``ATTENTION_INPUT``, ``ATTENTION_OUTPUT``)
-FAMILIES: dict[str, ModuleType] = {"bert": bert, "albert": albert, "gpt2": gpt2, "llama": llama}
+FAMILIES: dict[str, ModuleType] = {"bert": bert, "albert": albert, "gpt2": gpt2, "decoder": decoder}
+
+#: model_type -> why it is refused (not reproduced exactly by HeadWeights)
+REFUSED: dict[str, str] = {
+    "deberta-v2": "disentangled attention adds content-to-position and position-to-content scores built "
+    "from shared relative embeddings, not expressible as per-head stages",
+    "deberta": "disentangled attention (as deberta-v2)",
+}
 BUNDLED_NAME = "all-MiniLM-L6-v2"
 
 
@@ -45,16 +58,27 @@ def family_of(config: Mapping[str, Any]) -> str:
     for name, mod in FAMILIES.items():
         if mt in mod.MODEL_TYPES:
             return name
+    if mt in REFUSED:
+        raise ValueError(
+            f"model_type: expected an architecture reproduced exactly, got {mt!r} ({REFUSED[mt]})"
+        )
     known = ", ".join(t for m in FAMILIES.values() for t in m.MODEL_TYPES)
     raise ValueError(f"model_type: expected a supported architecture ({known}), got {mt!r}")
+
+
+def architectures() -> dict[str, Any]:
+    """``{"supported": {model_type: family}, "refused": {model_type: reason}}``."""
+    sup = {t: name for name, m in FAMILIES.items() for t in m.MODEL_TYPES}
+    return {"supported": dict(sorted(sup.items())), "refused": dict(sorted(REFUSED.items()))}
 
 
 def from_state_dict(
     state: Mapping[str, torch.Tensor],
     config: Mapping[str, Any] | Any,
     *,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | None = torch.float32,
     name: str = "",
+    stream: bool = False,
 ) -> HeadWeights:
     """Convert a state dict with its model config (a dict or a ``transformers`` config object).
 
@@ -64,10 +88,12 @@ def from_state_dict(
         the checkpoint's tensors (prefixes such as ``bert.`` or ``model.`` are found automatically).
     config : mapping or transformers.PretrainedConfig
         the model config; it names the architecture (``model_type``) and the head counts.
-    dtype : torch.dtype
-        dtype of the returned weights (float32 by default).
+    dtype : torch.dtype or None
+        dtype of the returned weights (float32 by default; None keeps the checkpoint's).
     name : str
         a label for tables.
+    stream : bool
+        read each layer from ``state`` when it is accessed instead of converting all now.
     """
     if not isinstance(state, Mapping):
         raise ValueError(f"state: expected a mapping of names to tensors, got {type(state).__name__}")
@@ -75,16 +101,19 @@ def from_state_dict(
         config = config.to_dict()
     if not isinstance(config, Mapping):
         raise ValueError(f"config: expected a dict or a transformers config, got {type(config).__name__}")
-    if dtype not in (torch.float32, torch.float64):
-        raise ValueError(f"dtype: expected torch.float32 or torch.float64, got {dtype}")
+    if dtype not in (torch.float32, torch.float64, None):
+        raise ValueError(f"dtype: expected torch.float32, torch.float64 or None, got {dtype}")
     fam = family_of(config)
     heads = FAMILIES[fam].convert(state, config, dtype)
-    return dataclasses.replace(
+    heads = dataclasses.replace(
         heads, name=name or str(config.get("_name_or_path") or config.get("model_type"))
     )
+    return heads if stream else heads.materialize()
 
 
-def from_transformers(model: Any, *, dtype: torch.dtype = torch.float32, name: str = "") -> HeadWeights:
+def from_transformers(
+    model: Any, *, dtype: torch.dtype | None = torch.float32, name: str = ""
+) -> HeadWeights:
     """Convert an in-memory ``transformers`` model (its ``state_dict`` and ``config``)."""
     if not (hasattr(model, "state_dict") and hasattr(model, "config")):
         raise ValueError(f"model: expected a transformers model, got {type(model).__name__}")
@@ -103,8 +132,9 @@ def load(
     source: str | os.PathLike | Mapping[str, torch.Tensor] | Any = "minilm",
     *,
     config: Mapping[str, Any] | Any | None = None,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | None = torch.float32,
     name: str = "",
+    stream: bool = False,
 ) -> HeadWeights:
     """Load a model's attention heads, never touching the network.
 
@@ -112,13 +142,15 @@ def load(
     ----------
     source : "minilm", path, transformers model or state dict
         ``"minilm"`` (default) is the bundled all-MiniLM-L6-v2; a path is a local Hugging Face folder
-        (or a weights file inside one); a state dict needs ``config``.
+        (or a weights file inside one, or a ``.gguf`` file); a state dict needs ``config``.
     config : mapping or transformers config, optional
         required with a state dict, ignored otherwise.
-    dtype : torch.dtype
-        float32 (default) or float64.
+    dtype : torch.dtype or None
+        float32 (default), float64, or None for the checkpoint's own dtype.
     name : str
         label for tables (default: derived from the source).
+    stream : bool
+        layers are read from the checkpoint when accessed (one resident at a time) instead of all now.
 
     Returns
     -------
@@ -129,11 +161,11 @@ def load(
             folder, default_name = resolve_source(source)
             family_of(read_config(folder))  # an unknown architecture fails before any weight is read
             cfg, state = read_folder(folder if not Path(source).is_file() else source)
-            return from_state_dict(state, cfg, dtype=dtype, name=name or default_name)
+            return from_state_dict(state, cfg, dtype=dtype, name=name or default_name, stream=stream)
         if isinstance(source, Mapping):
             if config is None:
                 raise ValueError("config: expected the model config with a state dict, got None")
-            return from_state_dict(source, config, dtype=dtype, name=name)
+            return from_state_dict(source, config, dtype=dtype, name=name, stream=stream)
         if hasattr(source, "state_dict") and hasattr(source, "config"):
             return from_transformers(source, dtype=dtype, name=name)
     raise ValueError(

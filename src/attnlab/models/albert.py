@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from attnlab.core.heads import HeadWeights, LayerHeads, default_scale
+from attnlab.core.heads import HeadWeights, LayerHeads, LayerSource, default_scale
 from attnlab.models._common import ConfigView, find_prefix, get_tensor, linear_to_heads, out_linear_to_heads
 
 MODEL_TYPES = ("albert",)
@@ -26,7 +26,9 @@ ATTENTION_INPUT = r"albert_layers\.\d+\.attention$"
 ATTENTION_OUTPUT = r"albert_layers\.\d+\.attention\.dense$"
 
 
-def convert(state: Mapping[str, torch.Tensor], config: Mapping[str, Any], dtype: torch.dtype) -> HeadWeights:
+def convert(
+    state: Mapping[str, torch.Tensor], config: Mapping[str, Any], dtype: torch.dtype | None
+) -> HeadWeights:
     """Convert an ALBERT state dict to :class:`HeadWeights` (shared layers are the same object)."""
     cfg = ConfigView(config)
     d = cfg.int("hidden_size")
@@ -38,17 +40,14 @@ def convert(state: Mapping[str, torch.Tensor], config: Mapping[str, Any], dtype:
         raise ValueError(f"config.hidden_size: expected a multiple of num_attention_heads = {H}, got {d}")
     k = d // H
     p = find_prefix(state, "encoder.albert_layer_groups.0.albert_layers.0.attention.query.weight", "ALBERT")
-    cache: dict[tuple[int, int], LayerHeads] = {}
 
     def group_layer(g: int, j: int) -> LayerHeads:
-        if (g, j) in cache:
-            return cache[(g, j)]
         a = f"{p}encoder.albert_layer_groups.{g}.albert_layers.{j}.attention."
 
         def w(name: str, shape: tuple[int, ...]) -> torch.Tensor:
             return get_tensor(state, a + name, shape, dtype)
 
-        cache[(g, j)] = LayerHeads(
+        return LayerHeads(
             W_Q=linear_to_heads(w("query.weight", (H * k, d)).T, H, k),
             W_K=linear_to_heads(w("key.weight", (H * k, d)).T, H, k),
             W_V=linear_to_heads(w("value.weight", (H * k, d)).T, H, k),
@@ -59,17 +58,23 @@ def convert(state: Mapping[str, torch.Tensor], config: Mapping[str, Any], dtype:
             b_O=w("dense.bias", (d,)),
             scale=default_scale(k),
         )
-        return cache[(g, j)]
 
-    layers = []
-    for i in range(L):
-        g = int(i / (L / G))
-        layers.extend(group_layer(g, j) for j in range(inner))
+    # attention layer i·inner + j runs group ⌊i / (L/G)⌋, inner layer j
+    order = [(int(i / (L / G)), j) for i in range(L) for j in range(inner)]
+    distinct = len(set(order))
     return HeadWeights(
-        layers=tuple(layers),
+        layers=LayerSource(
+            lambda i: group_layer(*order[i]),
+            n_layers=len(order),
+            n_heads=H,
+            n_kv_heads=H,
+            d_model=d,
+            d_head=k,
+            key=lambda i: order[i],
+        ),
         architecture="albert",
         model_type="albert",
-        shared_layers=len(cache) < len(layers),
+        shared_layers=distinct < len(order),
         pre_norm=False,
-        extra={"num_hidden_groups": G, "inner_group_num": inner, "distinct_layers": len(cache)},
+        extra={"num_hidden_groups": G, "inner_group_num": inner, "distinct_layers": distinct},
     )

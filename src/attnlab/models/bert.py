@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from attnlab.core.heads import HeadWeights, LayerHeads, default_scale
+from attnlab.core.heads import HeadWeights, LayerHeads, LayerSource, default_scale
 from attnlab.models._common import ConfigView, find_prefix, get_tensor, linear_to_heads, out_linear_to_heads
 
 MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert")
@@ -27,7 +27,9 @@ ATTENTION_INPUT = r"encoder\.layer\.\d+\.attention\.self$"
 ATTENTION_OUTPUT = r"encoder\.layer\.\d+\.attention\.output\.dense$"
 
 
-def convert(state: Mapping[str, torch.Tensor], config: Mapping[str, Any], dtype: torch.dtype) -> HeadWeights:
+def convert(
+    state: Mapping[str, torch.Tensor], config: Mapping[str, Any], dtype: torch.dtype | None
+) -> HeadWeights:
     """Convert a BERT-family state dict to :class:`HeadWeights`."""
     cfg = ConfigView(config)
     d = cfg.int("hidden_size")
@@ -37,28 +39,27 @@ def convert(state: Mapping[str, torch.Tensor], config: Mapping[str, Any], dtype:
         raise ValueError(f"config.hidden_size: expected a multiple of num_attention_heads = {H}, got {d}")
     k = d // H
     p = find_prefix(state, "encoder.layer.0.attention.self.query.weight", "BERT")
-    layers = []
-    for i in range(L):
+
+    def read(i: int) -> LayerHeads:
         a = f"{p}encoder.layer.{i}.attention."
 
-        def w(name: str, shape: tuple[int, ...], a: str = a) -> torch.Tensor:
+        def w(name: str, shape: tuple[int, ...]) -> torch.Tensor:
             return get_tensor(state, a + name, shape, dtype)
 
-        layers.append(
-            LayerHeads(
-                W_Q=linear_to_heads(w("self.query.weight", (H * k, d)).T, H, k),
-                W_K=linear_to_heads(w("self.key.weight", (H * k, d)).T, H, k),
-                W_V=linear_to_heads(w("self.value.weight", (H * k, d)).T, H, k),
-                W_O=out_linear_to_heads(w("output.dense.weight", (d, H * k)).T, H, k),
-                b_Q=w("self.query.bias", (H * k,)).reshape(H, k),
-                b_K=w("self.key.bias", (H * k,)).reshape(H, k),
-                b_V=w("self.value.bias", (H * k,)).reshape(H, k),
-                b_O=w("output.dense.bias", (d,)),
-                scale=default_scale(k),
-            )
+        return LayerHeads(
+            W_Q=linear_to_heads(w("self.query.weight", (H * k, d)).T, H, k),
+            W_K=linear_to_heads(w("self.key.weight", (H * k, d)).T, H, k),
+            W_V=linear_to_heads(w("self.value.weight", (H * k, d)).T, H, k),
+            W_O=out_linear_to_heads(w("output.dense.weight", (d, H * k)).T, H, k),
+            b_Q=w("self.query.bias", (H * k,)).reshape(H, k),
+            b_K=w("self.key.bias", (H * k,)).reshape(H, k),
+            b_V=w("self.value.bias", (H * k,)).reshape(H, k),
+            b_O=w("output.dense.bias", (d,)),
+            scale=default_scale(k),
         )
+
     return HeadWeights(
-        layers=tuple(layers),
+        layers=LayerSource(read, n_layers=L, n_heads=H, n_kv_heads=H, d_model=d, d_head=k),
         architecture="bert",
         model_type=str(cfg.get("model_type", default="bert")),
         causal=bool(cfg.get("is_decoder", default=False)),

@@ -9,7 +9,10 @@ projection's result). The attention weights come from the model itself (eager at
 
 from __future__ import annotations
 
+import contextlib
 import re
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +20,15 @@ import torch
 
 from attnlab.models.checkpoint import offline
 
-__all__ = ["Trace", "load_transformers", "trace", "tokenize"]
+__all__ = [
+    "TOKENIZER_FILES",
+    "Trace",
+    "has_tokenizer",
+    "load_transformers",
+    "quiet_transformers",
+    "trace",
+    "tokenize",
+]
 
 
 @dataclass(frozen=True)
@@ -90,29 +101,76 @@ def trace(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor | No
     return Trace(inputs=inputs, attentions=attentions, outputs=outputs)
 
 
-def load_transformers(folder: Any) -> Any:
-    """A ``transformers`` model from a local folder with eager attention, offline, in eval mode."""
-    from transformers import AutoModel
+#: files that hold a tokenizer of its own in a Hugging Face folder
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer.model",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "vocab.txt",
+    "vocab.json",
+)
+
+
+def has_tokenizer(folder: Any) -> bool:
+    """Whether ``folder`` holds the model's own tokenizer (one of :data:`TOKENIZER_FILES`)."""
+    from pathlib import Path
+
+    p = Path(folder)
+    return p.is_dir() and any((p / f).is_file() for f in TOKENIZER_FILES)
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """No progress bars, load reports or warnings from ``transformers`` on stderr (restored after)."""
     from transformers.utils import logging as hf_logging
 
     bar = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # no progress bar on stderr; restored below
+    level = hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
     try:
-        with offline():
-            model = AutoModel.from_pretrained(str(folder), attn_implementation="eager", local_files_only=True)
+        with offline(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
     finally:
+        hf_logging.set_verbosity(level)
         if bar:
             hf_logging.enable_progress_bar()
+
+
+def load_transformers(folder: Any) -> Any:
+    """A ``transformers`` model from a local folder with eager attention, offline, in eval mode."""
+    from transformers import AutoModel
+
+    with quiet_transformers():
+        model = AutoModel.from_pretrained(str(folder), attn_implementation="eager", local_files_only=True)
     return model.eval()
 
 
 def tokenize(folder: Any, sentences: list[str]) -> list[torch.Tensor]:
-    """Token ids ``(1, n_s)`` of each sentence with the folder's own tokenizer, offline."""
+    """Token ids ``(1, n_s)`` of each sentence with the folder's own tokenizer, offline.
+
+    A folder without a tokenizer of its own, or a tokenizer that maps the sentences to unknown
+    tokens only, is an error (never ids made up by a fallback tokenizer).
+    """
     from transformers import AutoTokenizer
 
-    with offline():
+    if not has_tokenizer(folder):
+        raise ValueError(
+            f"tokenizer: expected the model's own tokenizer ({', '.join(TOKENIZER_FILES)}) in "
+            f"{str(folder)!r}, got none"
+        )
+    with quiet_transformers():
         tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-    return [torch.tensor([tok(s)["input_ids"]]) for s in sentences]
+    ids = [torch.tensor([tok(s)["input_ids"]]) for s in sentences]
+    unk = getattr(tok, "unk_token_id", None)
+    special = set(getattr(tok, "all_special_ids", []) or []) - {unk}
+    words = torch.cat([x[0] for x in ids])
+    words = words[~torch.isin(words, torch.tensor(sorted(special), dtype=words.dtype))] if special else words
+    if unk is not None and words.numel() and bool((words == unk).all()):
+        raise ValueError(f"tokenizer: expected known tokens, got only the unknown token from {str(folder)!r}")
+    return ids
 
 
 def trace_text(source: Any, sentences: list[str] | tuple[str, ...]) -> list[Trace]:
@@ -127,6 +185,8 @@ def trace_text(source: Any, sentences: list[str] | tuple[str, ...]) -> list[Trac
 
     if isinstance(source, (str, Path)):
         folder, _ = resolve_source(source)
+        if not has_tokenizer(folder):  # checked before the model is loaded
+            tokenize(folder, list(sentences))
         model = load_transformers(folder)
     elif hasattr(source, "config"):
         model = source
