@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from attnlab.engine.protocol import Claim, Grid, Point, Result, Verdict, parse_override
 from attnlab.core.seeding import derive_seed
+from attnlab.engine.protocol import Claim, Grid, Point, Result, Verdict, parse_override
 
 
 def _run(p):  # pragma: no cover - never executed here

@@ -54,7 +54,7 @@ def test_set_override_changes_what_is_computed(tmp_path, testclaims):
     # a run with overrides is a named variant beside (never instead of) the profile's verdict
     outs = {o.variant: o for o in collect_outcomes(tmp_path, variants=True) if o.id == c.id}
     assert outs[""].verdict.numbers["points"] == 8
-    assert outs['shift=1.5, x=[1,2]'].verdict.numbers["points"] == 2
+    assert outs["shift=1.5, x=[1,2]"].verdict.numbers["points"] == 2
 
 
 def test_failing_point_is_stored_as_failed_and_others_finish(tmp_path, testclaims):

@@ -22,8 +22,18 @@ def _points(out: Path, claim: str | None):
     path = out / DB_NAME
     if not path.exists():
         raise UsageError("--out", f"a folder holding {DB_NAME}", str(out))
-    with Store(path) as s:
-        return s.all_points(claim)
+    with Store(path, readonly=True) as s:
+        rows = s.all_points(claim)
+    if claim and not rows:
+        from attnlab.claims import all_claims
+
+        known = {c.id for c in all_claims()}
+        raise UsageError(
+            "--claim",
+            "a claim id with stored points" + ("" if claim in known else " (see 'attnlab claims list')"),
+            claim,
+        )
+    return rows
 
 
 @app.command("list")

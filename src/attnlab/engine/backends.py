@@ -44,7 +44,8 @@ class WorkItem:
 
 def _claim(module: str, claim_id: str):
     mod = importlib.import_module(module)
-    for c in mod.CLAIMS:
+    claims = getattr(mod, "CLAIMS", None) or ([mod.CLAIM] if hasattr(mod, "CLAIM") else [])
+    for c in claims:
         if c.id == claim_id:
             return c
     raise LookupError(f"claim {claim_id!r} not found in module {module!r}")
@@ -103,9 +104,40 @@ def execute(item: WorkItem) -> StoredPoint:
     )
 
 
-def _init_worker(threads: int) -> None:
+def _exit_with_parent(parent: int) -> None:
+    """End this worker when its driver dies (SIGKILL included): no orphan keeps computing.
+
+    On Linux the kernel delivers SIGKILL at the parent's death (``PR_SET_PDEATHSIG``); everywhere, a
+    daemon thread also checks once a second that the parent is still this process's parent.
+    """
+    import threading
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):  # pragma: no cover - no prctl: the watchdog remains
+            pass
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="attnlab-parent-watchdog", daemon=True).start()
+
+
+def _init_worker(threads: int, parent: int | None = None) -> None:
     import torch
 
+    if parent is not None:
+        _exit_with_parent(parent)
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     torch.set_num_threads(threads)
 
@@ -142,7 +174,10 @@ def _run_process(items: Sequence[WorkItem], workers: int) -> Iterator[StoredPoin
 
     ctx = mp.get_context("spawn")  # fork after torch has started threads can deadlock
     pool = ProcessPoolExecutor(
-        max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(items[0].threads,)
+        max_workers=workers,
+        mp_context=ctx,
+        initializer=_init_worker,
+        initargs=(items[0].threads, os.getpid()),
     )
     pending = {pool.submit(execute, it): it for it in items}
     try:

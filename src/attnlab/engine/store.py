@@ -214,7 +214,12 @@ class Store:
         if readonly:
             if not exists:
                 raise StoreError(f"store: expected an attnlab store, no file at {str(self.path)!r}")
-            uri = self.path.resolve().as_uri() + "?mode=ro&immutable=1"
+            import os
+
+            # in a folder we may not write to (an archived copy), SQLite may not create the WAL's
+            # shared-memory file either: read the file as immutable then
+            writable = os.access(self.path.parent, os.W_OK) and os.access(self.path, os.W_OK)
+            uri = self.path.resolve().as_uri() + ("?mode=ro" if writable else "?mode=ro&immutable=1")
             self._con = sqlite3.connect(uri, uri=True, timeout=60.0, isolation_level=None)
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
