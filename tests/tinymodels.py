@@ -88,3 +88,139 @@ def build(kind: str, seed: int = 0) -> torch.nn.Module:
     model.set_attn_implementation("eager")
     randomise_biases(model, seed)
     return model
+
+
+# ------------------------------------------------------------------------------------------------
+# tiny random configs of every supported decoder family, for the transformers-as-oracle tests
+
+_BASE = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 40}
+_GQA = {**_BASE, "num_key_value_heads": 2}
+
+#: name -> (model_type, config kwargs, sequence length). Windows, contexts and caps are small so
+#: that the features act on a 12-token input.
+FAMILY_CONFIGS: dict[str, tuple[str, dict, int]] = {
+    "llama": ("llama", {**_GQA, "attention_bias": True}, 12),
+    "mistral-window": ("mistral", {**_GQA, "sliding_window": 4}, 12),
+    "mixtral": (
+        "mixtral",
+        {**_GQA, "num_local_experts": 2, "num_experts_per_tok": 1, "sliding_window": 5},
+        12,
+    ),
+    "qwen2-window": (
+        "qwen2",
+        {**_GQA, "use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1},
+        12,
+    ),
+    "qwen3": ("qwen3", {**_GQA, "head_dim": 12}, 12),
+    "gemma": ("gemma", {**_GQA, "head_dim": 8}, 12),
+    "gemma2": (
+        "gemma2",
+        {
+            **_GQA,
+            "head_dim": 8,
+            "sliding_window": 4,
+            "attn_logit_softcapping": 2.0,
+            "query_pre_attn_scalar": 6,
+        },
+        12,
+    ),
+    "gemma3_text": (
+        "gemma3_text",
+        {
+            **_GQA,
+            "num_hidden_layers": 3,
+            "head_dim": 8,
+            "sliding_window": 4,
+            "sliding_window_pattern": 2,
+            "query_pre_attn_scalar": 8,
+        },
+        12,
+    ),
+    "phi3": ("phi3", {**_GQA, "partial_rotary_factor": 0.5, "pad_token_id": 0}, 12),
+    "phi": ("phi", {**_BASE, "partial_rotary_factor": 0.5}, 12),
+    "olmo": ("olmo", {**_GQA}, 12),
+    "olmo2": ("olmo2", {**_GQA}, 12),
+    "starcoder2": ("starcoder2", {**_GQA, "sliding_window": 5, "use_bias": True}, 12),
+    "granite": ("granite", {**_GQA, "attention_multiplier": 0.3}, 12),
+    "stablelm": (
+        "stablelm",
+        {**_GQA, "qk_layernorm": True, "use_qkv_bias": True, "partial_rotary_factor": 0.5},
+        12,
+    ),
+    "cohere": ("cohere", {**_GQA, "use_qk_norm": True}, 12),
+    "gptj": ("gptj", {"n_embd": 32, "n_layer": 2, "n_head": 4, "rotary_dim": 4, "n_positions": 64}, 12),
+    "gpt_neo": (
+        "gpt_neo",
+        {
+            "hidden_size": 32,
+            "num_layers": 2,
+            "num_heads": 4,
+            "window_size": 4,
+            "attention_types": [[["global", "local"], 1]],
+            "max_position_embeddings": 64,
+        },
+        12,
+    ),
+    "opt": (
+        "opt",
+        {
+            "hidden_size": 32,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "ffn_dim": 40,
+            "word_embed_proj_dim": 32,
+            "max_position_embeddings": 64,
+        },
+        12,
+    ),
+}
+
+#: RoPE variants on a tiny Llama (max_position_embeddings 8 < 12 tokens, so context extension acts)
+ROPE_VARIANTS: dict[str, dict] = {
+    "default": {"rope_type": "default", "rope_theta": 100.0},
+    "linear": {"rope_type": "linear", "rope_theta": 100.0, "factor": 3.0},
+    "dynamic": {"rope_type": "dynamic", "rope_theta": 100.0, "factor": 2.0},
+    "llama3": {
+        "rope_type": "llama3",
+        "rope_theta": 500.0,
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8,
+    },
+    "yarn": {"rope_type": "yarn", "rope_theta": 100.0, "factor": 4.0, "original_max_position_embeddings": 8},
+    "longrope": {
+        "rope_type": "longrope",
+        "rope_theta": 100.0,
+        "short_factor": [1.0, 1.5, 2.0, 3.0],
+        "long_factor": [2.0, 3.0, 5.0, 9.0],
+        "original_max_position_embeddings": 4,
+    },
+}
+
+
+def randomise(model: torch.nn.Module, seed: int = 0) -> None:
+    """Every parameter random and O(1)-scaled (scores of order one, so every stage matters)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.ndim >= 2:
+                p.copy_(torch.randn(p.shape, generator=g) * 1.5 / p.shape[-1] ** 0.5)
+            elif "norm" in name and name.endswith("weight"):
+                p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+
+
+def build_family(name: str, seed: int = 0, rope: dict | None = None) -> torch.nn.Module:
+    """A tiny float32 base model of ``FAMILY_CONFIGS[name]`` (or a Llama with ``rope``), eager attention."""
+    torch.manual_seed(seed)
+    if rope is not None:
+        mt, kw = "llama", {**_GQA, "head_dim": 8, "max_position_embeddings": 8, "rope_parameters": rope}
+    else:
+        mt, kw, _ = FAMILY_CONFIGS[name]
+    cfg = transformers.AutoConfig.for_model(mt, vocab_size=40, **kw)
+    cfg._attn_implementation = "eager"
+    model = transformers.AutoModel.from_config(cfg, attn_implementation="eager")
+    randomise(model, seed)
+    return model.float().eval()

@@ -87,8 +87,15 @@ KEYS: dict[str, tuple[str, tuple[str, str | None, str | None, str]]] = {
     "opt": ("layers.{i}.self_attn.", ("q_proj", "k_proj", "v_proj", "out_proj")),
 }
 MODEL_TYPES = tuple(KEYS)
-ATTENTION_INPUT = r"(^|\.)(layers|h)\.\d+\.(self_attn|attn\.attention|attn)$"
-ATTENTION_OUTPUT = r"(^|\.)(layers|h)\.\d+\.(self_attn|attn\.attention|attn)\.(o_proj|dense|out_proj)$"
+ATTENTION_INPUT = r"(^|\.)layers\.\d+\.self_attn$"
+ATTENTION_OUTPUT = r"(^|\.)layers\.\d+\.self_attn\.(o_proj|dense|out_proj)$"
+
+
+def patterns(model_type: str) -> tuple[str, str]:
+    """Module-name patterns (attention input, attention output projection) of ``model_type``."""
+    template, names = KEYS[model_type]
+    mod = template.format(i=r"\d+").rstrip(".").replace(".", r"\.")
+    return rf"(^|\.){mod}$", rf"(^|\.){mod}\.{names[3]}$"
 
 _NO_ROPE = ("gpt_neo", "opt")
 

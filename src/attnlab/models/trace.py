@@ -53,7 +53,10 @@ class Trace:
 def _family_patterns(model: Any) -> tuple[str, str]:
     from attnlab.models import FAMILIES, family_of
 
-    mod = FAMILIES[family_of(model.config.to_dict())]
+    cfg = model.config.to_dict()
+    mod = FAMILIES[family_of(cfg)]
+    if hasattr(mod, "patterns"):
+        return mod.patterns(cfg["model_type"])
     return mod.ATTENTION_INPUT, mod.ATTENTION_OUTPUT
 
 
