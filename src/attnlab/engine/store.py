@@ -326,6 +326,13 @@ class Store:
                 )
         return [out[i] for i in ids if i in out]
 
+    def mean_runtime(self, claim_id: str) -> float | None:
+        """Mean stored runtime of a claim's finished points (any profile), None when none is stored."""
+        r = self._con.execute(
+            "SELECT AVG(runtime_s), COUNT(*) FROM points WHERE claim_id = ? AND status = 'ok'", (claim_id,)
+        ).fetchone()
+        return float(r[0]) if r and r[1] else None
+
     def arrays(self, point_id: str) -> dict[str, np.ndarray]:
         cur = self._con.execute("SELECT name, data FROM artifacts WHERE point_id = ?", (point_id,))
         return {name: unpack_array(blob) for name, blob in cur}
