@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from attnlab.core.validation import check_int, check_real
@@ -92,9 +93,10 @@ class CharCorpus:
         if not isinstance(text, str) or len(text) < 100:
             raise ValueError(f"text: expected a string of at least 100 characters, got {len(str(text))}")
         check_real("val_fraction", val_fraction, min=0.0, max=0.5, min_open=True)
-        self.chars = "".join(sorted(set(text)))
-        index = {c: i for i, c in enumerate(self.chars)}
-        ids = torch.tensor([index[c] for c in text], dtype=torch.int64)
+        codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)  # one code point per character
+        alphabet = np.unique(codes)  # sorted
+        self.chars = "".join(chr(int(c)) for c in alphabet)
+        ids = torch.from_numpy(np.searchsorted(alphabet, codes).astype(np.int64))  # (n,) index in alphabet
         cut = int(len(text) * (1 - val_fraction))
         self.train, self.val = ids[:cut], ids[cut:]
 

@@ -12,8 +12,8 @@ Schedule: linear warm-up over ``warmup`` steps to ``lr``, then a cosine decay to
 ``min_lr_ratio · lr`` at the last step. Weight decay acts on matrices only (not on LayerNorms and
 biases). The optional orthogonality penalty adds ``λ · mean_{l, W ∈ {Q, K, V}} overlap(W_l)``, the
 mean pairwise weight-form overlap ``‖W_hᵀW_h'‖_F² / (‖W_hᵀW_h‖_F ‖W_h'ᵀW_h'‖_F)`` of each layer's
-heads (:func:`attnlab.ensemble.training.weight_overlap_penalty`), which pushes them apart: the
-positive control of the training-diversity experiment.
+heads (:func:`attnlab.ensemble.training.weight_overlap_penalty`), which pushes them apart (the
+positive control of the training-diversity experiment); ``λ < 0`` pulls them together (the negative one).
 
 A :class:`Record` holds, at one step, the validation loss, the attention weights exported in a
 supported checkpoint layout (so :meth:`Record.heads` goes through :mod:`attnlab.models`' converter),
@@ -59,7 +59,7 @@ class TrainConfig:
     beta1: float = 0.9
     beta2: float = 0.95
     grad_clip: float = 1.0  # global gradient-norm clip (0: off)
-    ortho_penalty: float = 0.0  # λ of the heads' orthogonality penalty (0: off)
+    ortho_penalty: float = 0.0  # λ of the heads' orthogonality penalty (0: off; < 0 pulls heads together)
     records: int = 8  # log-spaced recording steps after step 0
     val_batches: int = 4  # validation batches (fixed per seed)
     probe_batch: int = 16  # sequences of the probe batch (covariance, attention entropy)
@@ -74,7 +74,7 @@ class TrainConfig:
         check_real("beta1", self.beta1, min=0.0, max=1.0, max_open=True)
         check_real("beta2", self.beta2, min=0.0, max=1.0, max_open=True)
         check_real("grad_clip", self.grad_clip, min=0.0)
-        check_real("ortho_penalty", self.ortho_penalty, min=0.0)
+        check_real("ortho_penalty", self.ortho_penalty)
         check_int("records", self.records, min=1)
         check_int("val_batches", self.val_batches, min=1)
         check_int("probe_batch", self.probe_batch, min=1)
@@ -269,7 +269,7 @@ def train(
         for group in opt.param_groups:
             group["lr"] = learning_rate(step, cfg)
         loss = task_loss(task, model(x), y)
-        total = loss + cfg.ortho_penalty * _penalty(model) if cfg.ortho_penalty > 0 else loss
+        total = loss + cfg.ortho_penalty * _penalty(model) if cfg.ortho_penalty != 0 else loss
         opt.zero_grad(set_to_none=True)
         total.backward()
         if cfg.grad_clip > 0:
