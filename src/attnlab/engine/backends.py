@@ -224,7 +224,9 @@ def _run_ray(items: Sequence[WorkItem], workers: int) -> Iterator[StoredPoint]:
         kwargs["runtime_env"] = {"env_vars": env}
         ray.init(**kwargs)
         started_here = True
-    remote = ray.remote(num_cpus=1, max_retries=0)(execute)
+    # a task lost with its worker or node (not an error in the point: execute() catches those) is
+    # retried elsewhere, so a dying node loses no finished point and the run completes
+    remote = ray.remote(num_cpus=1, max_retries=3)(execute)
     refs = {remote.remote(it): it for it in items}
     try:
         while refs:
@@ -233,8 +235,14 @@ def _run_ray(items: Sequence[WorkItem], workers: int) -> Iterator[StoredPoint]:
                 it = refs.pop(ref)
                 try:
                     yield ray.get(ref)
-                except ray.exceptions.WorkerCrashedError as e:
-                    raise WorkerDied(f"a Ray worker died while computing {it.point.claim_id}") from e
+                except (
+                    ray.exceptions.WorkerCrashedError,
+                    ray.exceptions.NodeDiedError,
+                    ray.exceptions.ObjectLostError,
+                ) as e:
+                    raise WorkerDied(
+                        f"a Ray worker or node died (retries exhausted) while computing {it.point.claim_id}"
+                    ) from e
     finally:
         for ref in refs:
             ray.cancel(ref, force=True)
