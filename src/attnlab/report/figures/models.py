@@ -12,8 +12,6 @@ from attnlab.engine.protocol import Row
 __all__ = ["FIGURES", "draw_figures"]
 
 
-
-
 def _fig(nrows: int, ncols: int, w: float = 3.0, h: float = 2.6):
     from matplotlib.figure import Figure
 
@@ -101,20 +99,37 @@ def draw_figures(
         figs["qk_spectra"] = fig
     hdi = metrics.get("hdi_k")
     if hdi:
-        fig, axes = _fig(1, 1, w=5.0, h=3.4)
-        ax = axes[0][0]
+        # left: HDI per layer with the null's mean and ±3 sd band (drawn at least 0.004 wide, so that
+        # a null whose sd is ~1e-3 stays visible); right: z-scores, where the ±3 band is to scale.
+        fig, axes = _fig(1, 2, w=4.6, h=3.6)
+        ax, az = axes[0][0], axes[0][1]
         layers = np.arange(len(hdi))
-        for key, label in (("hdi_k", "K"), ("hdi_q", "Q"), ("hdi_v", "V"), ("hdi_ov", "OV")):
-            if metrics.get(key):
-                ax.plot(layers, metrics[key], "o-", label=f"HDI {label}")
         nullv = np.asarray(metrics["hdi_null"], dtype=float)
         sd = np.asarray(metrics.get("hdi_null_sd", np.zeros_like(nullv)), dtype=float)
-        ax.plot(layers, nullv, "k--", lw=1, label="null 1 − d_head/d_model")
-        ax.fill_between(layers, nullv - 3 * sd, nullv + 3 * sd, color="k", alpha=0.15, label="null ± 3 sd")
+        half = np.maximum(3 * sd, 0.002)
+        ax.fill_between(
+            layers, nullv - half, nullv + half, color="0.6", alpha=0.45, lw=0, label="null ± 3 sd"
+        )
+        ax.plot(layers, nullv, color="k", ls="--", lw=1.2, label="null 1 − d_head/d_model")
+        markers = {"hdi_k": "o", "hdi_q": "s", "hdi_v": "^", "hdi_ov": "D"}
+        for key, label in (("hdi_k", "K"), ("hdi_q", "Q"), ("hdi_v", "V"), ("hdi_ov", "OV")):
+            if metrics.get(key):
+                ax.plot(layers, metrics[key], marker=markers[key], ms=4, lw=1, label=f"HDI {label}")
+                zk = f"{key}_z"
+                if metrics.get(zk):
+                    az.plot(layers, metrics[zk], marker=markers[key], ms=4, lw=1, label=f"z {label}")
         ax.set_xlabel("layer")
         ax.set_ylabel("head diversity index (subspace form)")
-        ax.legend(fontsize=7)
-        ax.set_title(f"{name}: HDI per layer against the random-subspace null")
+        ax.set_title(f"{name}: HDI per layer", fontsize=10)
+        az.axhspan(-3, 3, color="0.6", alpha=0.45, lw=0, label="|z| ≤ 3")
+        az.axhline(0, color="k", ls="--", lw=1.2)
+        az.set_xlabel("layer")
+        az.set_ylabel("z = (HDI − null)/sd_null")
+        az.set_title("against the random-subspace null", fontsize=10)
+        for a in (ax, az):
+            a.set_xticks(layers)
+        handles, labels = ax.get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncols=min(6, len(labels)), fontsize=8)
         figs["hdi_layers"] = fig
     return figs
 
@@ -128,5 +143,3 @@ def minilm_diversity(rows: Sequence[Row]) -> dict[str, Any]:
 
 
 FIGURES = {"models.minilm-diversity": minilm_diversity}
-
-
