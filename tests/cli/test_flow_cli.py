@@ -34,7 +34,7 @@ def test_beta_star_invalid_and_infinite():
 
 def test_equiangular_json():
     out = run_json("equiangular", "--n", "32", "--beta", "1", "--strengths", "1")
-    assert out["t_star"] == pytest.approx(5.27, abs=5e-3)  # THEORY.md B6 reference
+    assert out["t_star"] == pytest.approx(5.27, abs=5e-3)  # docs/flow.md B6 reference
     assert out["early_rate"] == pytest.approx(2 / (2.718281828459045 + 31), rel=1e-12)
     assert out["late_rate"] == pytest.approx(2.0)
     two = run_json("equiangular", "--n", "32", "--beta", "1", "--strengths", "1,0.5", "--target", "0.9")

@@ -17,7 +17,7 @@ The stages beyond the plain bilinear form are explicit fields of :class:`LayerHe
 ``softcap``   ``cap · tanh(s / cap)`` on the scores (Gemma 2);
 ``window``    sliding window ``(left, right)``: query ``i`` sees keys ``−left ≤ j − i ≤ right``.
 
-In the column convention of THEORY.md B the score matrix is ``M_h = scale · W_Q^h (W_K^g)ᵀ`` and
+In the column convention of docs/flow.md B the score matrix is ``M_h = scale · W_Q^h (W_K^g)ᵀ`` and
 the value matrix ``V_h = (W_V^g W_O^h)ᵀ``; with ``qk_norm`` or ``softcap`` the scores are no longer
 this bilinear form (:meth:`LayerHeads.nonbilinear_stages`), with RoPE/ALiBi/relative bias it is the
 form at relative position 0.

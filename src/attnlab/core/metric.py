@@ -3,7 +3,7 @@
 Weight-space geometry (:mod:`attnlab.core.geometry`) compares the column spaces of ``W_h`` with the
 Euclidean inner product of model space. What a head reads from its input ``x`` (covariance ``Σ``) is
 the feature ``x W_h``, and two heads' features covary as ``W_hᵀ Σ W_h' = (Σ^{1/2} W_h)ᵀ (Σ^{1/2} W_h')``.
-The data-metric HDI is therefore the HDI of the factors ``Σ^{1/2} W_h`` (THEORY.md A3 in the inner
+The data-metric HDI is therefore the HDI of the factors ``Σ^{1/2} W_h`` (docs/ensemble.md A3 in the inner
 product ``⟨u, v⟩_Σ``); in the subspace form it is one minus the mean over pairs of the mean squared
 canonical correlation between the two heads' features.
 

@@ -60,7 +60,7 @@ def _null_from_ranks(d: int, ranks: Sequence[int]) -> tuple[float, float]:
 def null_hdi(d: int, k: int, H: int) -> tuple[float, float]:
     """Mean and standard deviation of the HDI of H independent uniformly random k-dim subspaces.
 
-    Exact (THEORY.md A3): one pair's overlap ``s = ‖UᵀU'‖_F²/k`` has mean ``k/d`` and variance
+    Exact (docs/ensemble.md A3): one pair's overlap ``s = ‖UᵀU'‖_F²/k`` has mean ``k/d`` and variance
     ``2(d−k)²/(d²(d−1)(d+2))``; the ``P = H(H−1)/2`` pairwise overlaps are uncorrelated, so
     ``HDI_null = 1 − k/d`` and ``sd = √(Var(s)/P)``.
 

@@ -1,4 +1,4 @@
-"""The vector field of multi-head self-attention dynamics (THEORY.md B1), chunked over queries.
+"""The vector field of multi-head self-attention dynamics (docs/flow.md B1), chunked over queries.
 
 Head outputs, for tokens ``x`` of shape (B, n, d), scores ``s_ij = <x_i, M_h x_j>`` and values
 ``V_h x_j``:
@@ -115,7 +115,7 @@ def velocity(
     fused: bool = True,
     f: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The flow's velocity ``x_i' `` of shape (B, n, d) (THEORY.md B1).
+    """The flow's velocity ``x_i' `` of shape (B, n, d) (docs/flow.md B1).
 
     ``f`` may pass precomputed head outputs (B, H, n, d).
     """

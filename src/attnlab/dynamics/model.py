@@ -1,7 +1,7 @@
-"""Head specifications for the multi-head self-attention dynamics (THEORY.md B1).
+"""Head specifications for the multi-head self-attention dynamics (docs/flow.md B1).
 
 A :class:`Heads` holds the score matrices ``M`` (H, d, d) and values ``V`` (H, d, d) in the column
-convention of THEORY.md B (a head scores ``<x_i, M_h x_j>`` and moves along ``V_h x_j``), the kind of
+convention of docs/flow.md B (a head scores ``<x_i, M_h x_j>`` and moves along ``V_h x_j``), the kind of
 head output (``usa``, ``softmax``, ``relu``), how heads combine (``sum`` or ``mean``) and the velocity
 scale (``1`` or ``1/n``, a rescaling of time). The inverse temperature β is not part of the spec: it is
 passed to the vector field and to :func:`attnlab.dynamics.simulate`.
@@ -35,7 +35,7 @@ class Heads:
     V : torch.Tensor, shape (H, d, d)
         Value matrices: head h aggregates ``V_h x_j``.
     kind : {"usa", "softmax", "relu"}
-        Head output (THEORY.md B1): unnormalised exponential weights divided by n, per-head softmax,
+        Head output (docs/flow.md B1): unnormalised exponential weights divided by n, per-head softmax,
         or ReLU weights divided by n.
     combine : {"sum", "mean"}
         ``v_i = sum_h f_i^h`` or its mean over heads.
@@ -152,7 +152,7 @@ class Heads:
         dtype: torch.dtype = torch.float64,
         device: str | torch.device = "cpu",
     ) -> Heads:
-        """Scalar heads ``M_h = V_h = λ_h I_d`` (THEORY.md B4, B5)."""
+        """Scalar heads ``M_h = V_h = λ_h I_d`` (docs/flow.md B4, B5)."""
         if len(strengths) < 1:
             raise ValueError("strengths: expected at least one head strength, got an empty sequence")
         lam = torch.tensor(

@@ -1,4 +1,4 @@
-"""Geometries for the token dynamics: the unit sphere and flat space (THEORY.md B1).
+"""Geometries for the token dynamics: the unit sphere and flat space (docs/flow.md B1).
 
 A space turns a raw velocity ``v`` into the velocity of the flow (``tangent``) and maps an
 integrator's step back onto the manifold (``retract``). The vector field and the integrators

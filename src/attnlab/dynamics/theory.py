@@ -1,4 +1,4 @@
-"""Closed forms of THEORY.md B4–B6, with guards.
+"""Closed forms of docs/flow.md B4–B6, with guards.
 
 - :func:`c_star`, :func:`beta_star` (B4): the critical inverse temperature of radial dominance
   (form 3) for identical scalar heads at pairwise orthogonal tokens, with the form-2 threshold;
@@ -70,7 +70,7 @@ def beta_form2(heads: int, n: int, strength: float = 1.0) -> float:
 
 @dataclass(frozen=True)
 class BetaStar:
-    """β* of THEORY.md B4 with its validity.
+    """β* of docs/flow.md B4 with its validity.
 
     ``beta_star`` is the closed-form value (``inf`` for H = 1); ``valid`` is False when it is <= 0
     or infinite, and ``note`` then says why. ``beta_form2`` is the weaker form-2 threshold.
@@ -99,7 +99,7 @@ class BetaStar:
 
 
 def beta_star(heads: int, n: int, strength: float = 1.0) -> BetaStar:
-    """``β* = (1/(2λ)) ln(c*^2 (n-1) / (1 - c*^2))`` (THEORY.md B4), flagged when <= 0 or infinite.
+    """``β* = (1/(2λ)) ln(c*^2 (n-1) / (1 - c*^2))`` (docs/flow.md B4), flagged when <= 0 or infinite.
 
     Parameters
     ----------
@@ -207,7 +207,8 @@ def _strengths(strengths: Sequence[float]) -> np.ndarray:
 def equiangular_rhs(
     gamma: float | np.ndarray, strengths: Sequence[float], beta: float, n: int, scale: str = "1"
 ) -> float | np.ndarray:
-    """``γ' = Σ_h 2λ_h (1-γ)(1+(n-1)γ) / (exp(λ_h β (1-γ)) + n - 1)`` (softmax scalar heads, THEORY.md B5)."""
+    """``γ' = Σ_h 2λ_h (1-γ)(1+(n-1)γ) / (exp(λ_h β (1-γ)) + n - 1)`` (softmax scalar heads,
+    docs/flow.md B5)."""
     lam = _strengths(strengths)
     n = check_int("n", n, min=2)
     g = np.asarray(gamma, dtype=float)
@@ -300,7 +301,7 @@ def relu_equiangular_time(lam: float, beta: float, n: int, gamma0: float, target
 
 
 def relu_large_n_time(lam: float, beta: float, gamma0: float, target: float = 0.5) -> float:
-    """Large-n ReLU time ``[1/γ0 - 1/γ* + ln(γ*(1-γ0)/(γ0(1-γ*)))] / (2βλ²)`` (THEORY.md B6)."""
+    """Large-n ReLU time ``[1/γ0 - 1/γ* + ln(γ*(1-γ0)/(γ0(1-γ*)))] / (2βλ²)`` (docs/flow.md B6)."""
     gamma0 = check_real("gamma0", gamma0, min=0.0, min_open=True)
     return float(
         (1 / gamma0 - 1 / target + math.log(target * (1 - gamma0) / (gamma0 * (1 - target))))

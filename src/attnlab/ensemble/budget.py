@@ -1,4 +1,4 @@
-"""Head budget (THEORY.md A5, Thm 6.1): split a fixed ``D = H · d_k`` between heads and head size.
+"""Head budget (docs/ensemble.md A5, Thm 6.1): split a fixed ``D = H · d_k`` between heads and head size.
 
 :func:`budget_sweep` estimates the integrated MSE of the uniform ensemble for every split
 (``d_k`` a divisor of ``D``, ``H = D/d_k``) by Monte Carlo; :func:`continuous_optimum` locates the

@@ -2,7 +2,7 @@
 
 Head ``h`` with key projection ``W_K^h`` and query projection ``W_Q^h`` (both ``d × d_k``;
 tied ``W_Q = W_K`` unless given) has the score ``s_h(q, x) = scale · ⟨W_Q^hᵀ q, W_K^hᵀ x⟩``
-(``kernel="dot"``, exactly attention, THEORY.md A1) or
+(``kernel="dot"``, exactly attention, docs/ensemble.md A1) or
 ``s_h(q, x) = −scale · ‖W_Q^hᵀ q − W_K^hᵀ x‖² / 2`` (``kernel="gaussian"``, a Gaussian kernel in the
 projected space with variance ``1/scale``; identical NW weights to ``"dot"`` when projected keys
 have equal norms). The default ``scale = 1/√d_k`` is the attention convention; with projections

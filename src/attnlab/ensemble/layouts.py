@@ -1,4 +1,4 @@
-"""Projection layouts: how the heads' subspaces sit relative to each other (THEORY.md A1, A4).
+"""Projection layouts: how the heads' subspaces sit relative to each other (docs/ensemble.md A1, A4).
 
 Every layout returns ``W`` of shape ``(H, d, d_k)`` with ``W_h = c · U_h``: ``c`` is the projection
 scale (default 1) and ``U_h`` a frame — orthonormal columns when ``d_k <= d``; when ``d_k > d`` the

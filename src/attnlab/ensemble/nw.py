@@ -1,4 +1,4 @@
-"""The Nadaraya–Watson estimator of one attention head, from its definition (THEORY.md A1).
+"""The Nadaraya–Watson estimator of one attention head, from its definition (docs/ensemble.md A1).
 
 Head ``h`` with projections ``W_Q, W_K`` (d × d_k) has the kernel
 ``K(q, x) = exp(scale · ⟨W_Qᵀ q, W_Kᵀ x⟩)`` and estimate

@@ -1,4 +1,4 @@
-"""Training the heads' projections on a leave-one-out or held-out objective (THEORY.md A4).
+"""Training the heads' projections on a leave-one-out or held-out objective (docs/ensemble.md A4).
 
 In-sample fit is the wrong objective for NW heads: each training point's own kernel weight
 lets a head interpolate (a kernel that sees only the point itself has zero training error).

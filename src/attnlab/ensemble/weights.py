@@ -1,4 +1,4 @@
-"""Head weights on the simplex (THEORY.md A2, A6): uniform, geometric, Fibonacci, optimal, given.
+"""Head weights on the simplex (docs/ensemble.md A2, A6): uniform, geometric, Fibonacci, optimal, given.
 
 Heads are assumed sorted by quality, best first. ``geometric``: ``α_h ∝ ρ^{h−1}``;
 ``fibonacci``: ``α_h ∝ F_{H−h+1}`` (front-greater, ``F_1 = F_2 = 1``); ``optimal``: the minimiser of

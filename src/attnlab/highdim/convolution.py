@@ -1,4 +1,4 @@
-"""The free convolution ``μ_δ = μ0 ⊞ semicircle(variance δ²)`` on the real axis (THEORY.md C3, C4).
+"""The free convolution ``μ_δ = μ0 ⊞ semicircle(variance δ²)`` on the real axis (docs/highdim.md C3, C4).
 
 The Cauchy transform is ``G(z) = ∫ μ(dx) / (z − x)`` (so ``G(z) ~ 1/z`` at infinity and the density is
 ``ρ(x) = −Im G(x + i0) / π``). With ``t = δ²`` the subordination relation is ``G_δ(z) = G_0(z − t G_δ(z))``.

@@ -1,4 +1,4 @@
-"""The attention-indexed data model (THEORY.md C1).
+"""The attention-indexed data model (docs/highdim.md C1).
 
 Tokens are i.i.d. ``N(0, I_d)``; logits ``Z_ab(S) = (x_aᵀ S x_b − δ_ab Tr S)/√d``; the label noise ``ξ`` is a
 symmetric Gaussian matrix with variance ``Δ`` on the diagonal and ``Δ/2`` off it; ``seq2lab`` labels are

@@ -1,4 +1,4 @@
-"""Spectral decomposition of the learned matrix's error (THEORY.md C6, a documented reconstruction).
+"""Spectral decomposition of the learned matrix's error (docs/highdim.md C6, a documented reconstruction).
 
 In the target eigenbasis ``S0 = U diag(s) Uᵀ`` write ``M = Uᵀ (Ŝ − S0) U`` and split the indices into
 ``N`` (null directions of the target, ``|s_i| ≤ null_tol · max|s|``), ``R`` (recovered target directions:

@@ -1,4 +1,4 @@
-"""The predicted spectrum of the learned ``Ŝ`` at a state-evolution fixed point (THEORY.md C4)."""
+"""The predicted spectrum of the learned ``Ŝ`` at a state-evolution fixed point (docs/highdim.md C4)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ __all__ = ["PredictedSpectrum", "predicted_spectrum"]
 
 @dataclass(frozen=True)
 class PredictedSpectrum:
-    """Law of the eigenvalues of the learned ``Ŝ`` (THEORY.md C4): ``η · ReLU(S0 + δZ − ε)``.
+    """Law of the eigenvalues of the learned ``Ŝ`` (docs/highdim.md C4): ``η · ReLU(S0 + δZ − ε)``.
 
     ``atom``: mass at zero ``μ_δ((−∞, ε])``; ``rank_fraction = 1 − atom``; ``x`` and ``density`` (per unit
     eigenvalue, normalised over the non-zero part) tabulate ``μ_δ'(ε + x/η)/(η r)``; ``outlier_edge`` is
@@ -43,7 +43,7 @@ class PredictedSpectrum:
 
 
 def predicted_spectrum(setting: Setting, fp: FixedPoint, points: int = 400) -> PredictedSpectrum:
-    """The predicted spectrum of ``Ŝ`` at the fixed point ``fp`` (THEORY.md C4)."""
+    """The predicted spectrum of ``Ŝ`` at the fixed point ``fp`` (docs/highdim.md C4)."""
     law = semicircle_convolution(setting.spectrum, fp.delta)
     r = law.mass_above(fp.eps)
     xs = []

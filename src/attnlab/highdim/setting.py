@@ -1,4 +1,4 @@
-"""The problem of paper C (THEORY.md C1–C2) and the conversion between λ and λ̃.
+"""The problem of paper C (docs/highdim.md C1–C2) and the conversion between λ and λ̃.
 
 The regularisation parameter of everything in :mod:`attnlab.highdim` is ``λ̃`` (``lam``), the coefficient of
 the nuclear norm in ``d λ̃ Tr S``; the weight-decay coefficient ``λ`` of ``λ‖W‖²`` is ``λ̃/√κ``
@@ -23,7 +23,7 @@ __all__ = ["Setting", "lam_from_lam_tilde", "lam_tilde_from_lam"]
 def lam_from_lam_tilde(lam_tilde: float, kappa: float = 1.0) -> float:
     """Weight-decay coefficient ``λ`` (penalty ``λ‖W‖²``) for the nuclear-norm coefficient ``λ̃``.
 
-    ``λ‖W‖_F² = λ √(pd) Tr S = d λ̃ Tr S`` with ``λ̃ = √κ λ`` (THEORY.md C2). This is the one place the
+    ``λ‖W‖_F² = λ √(pd) Tr S = d λ̃ Tr S`` with ``λ̃ = √κ λ`` (docs/highdim.md C2). This is the one place the
     conversion is done.
     """
     lam_tilde = check_real("lam_tilde", lam_tilde, min=0.0)
@@ -40,7 +40,7 @@ def lam_tilde_from_lam(lam: float, kappa: float = 1.0) -> float:
 
 @dataclass(frozen=True)
 class Setting:
-    """A problem of THEORY.md C1–C2 at ``d → ∞`` (or finite d through a discrete ``target``).
+    """A problem of docs/highdim.md C1–C2 at ``d → ∞`` (or finite d through a discrete ``target``).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Target spectra, their free convolution with a semicircle, and the function J (THEORY.md C3, C4).
+"""Target spectra, their free convolution with a semicircle, and the function J (docs/highdim.md C3, C4).
 
 Conventions
 -----------

@@ -1,5 +1,5 @@
-"""Target spectra of paper C (THEORY.md C1): the Marchenko–Pastur law of ``S0 = W0ᵀW0/√(p0 d)`` and finite
-lists of eigenvalues (finite-d targets such as a power law)."""
+"""Target spectra of paper C (docs/highdim.md C1): the Marchenko–Pastur law of ``S0 = W0ᵀW0/√(p0 d)``
+and finite lists of eigenvalues (finite-d targets such as a power law)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,8 @@ class DiscreteSpectrum:
 
 
 def power_law_spectrum(d: int, gamma: float) -> DiscreteSpectrum:
-    """``s_i ∝ i^{−γ}``, ``i = 1..d``, normalised to ``Tr S0²/d = 1`` (so ``s_1 ∝ √d``; THEORY.md C1, C6)."""
+    """``s_i ∝ i^{−γ}``, ``i = 1..d``, normalised to ``Tr S0²/d = 1``
+    (so ``s_1 ∝ √d``; docs/highdim.md C1, C6)."""
     d = check_int("d", d, min=1)
     gamma = check_real("gamma", gamma, min=0.0, min_open=True)
     s = np.arange(1, d + 1, dtype=float) ** (-gamma)

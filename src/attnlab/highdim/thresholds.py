@@ -1,4 +1,4 @@
-"""Interpolation and perfect-recovery thresholds (THEORY.md C5).
+"""Interpolation and perfect-recovery thresholds (docs/highdim.md C5).
 
 ``ᾱ = α (T² + T − 2)/2`` is the rescaled sample size.
 """
@@ -105,7 +105,7 @@ def perfect_recovery_bayes(kappa0: float) -> float:
 
 @dataclass(frozen=True)
 class Thresholds:
-    """All thresholds of THEORY.md C5 for one setting (perfect recovery always at Δ = 0)."""
+    """All thresholds of docs/highdim.md C5 for one setting (perfect recovery always at Δ = 0)."""
 
     alpha_interp: float
     alpha_bar_interp: float

@@ -1,12 +1,12 @@
-"""Empirical risk minimisation by full-batch Adam (THEORY.md C2).
+"""Empirical risk minimisation by full-batch Adam (docs/highdim.md C2).
 
 Factorised student ``S = WᵀW/√(pd)`` with the penalty ``λ‖W‖_F²`` written into the loss (``λ = λ̃/√κ``:
 the API takes λ̃, see :func:`attnlab.highdim.lam_from_lam_tilde`), and the unfactorised baseline: a
 symmetric ``S`` with the Frobenius penalty ``d λ_F ‖S‖_F²``.
 
-Outputs follow THEORY.md C2: ``train_loss`` = (data loss + penalty)/d²; ``test_error`` = per-sample squared
-error summed over the T² entries against noisy labels (seq2seq: ``‖y − ŷ‖²/d``), ``test_error_clean`` the same
-against noiseless labels.
+Outputs follow docs/highdim.md C2: ``train_loss`` = (data loss + penalty)/d²; ``test_error`` = per-sample
+squared error summed over the T² entries against noisy labels (seq2seq: ``‖y − ŷ‖²/d``),
+``test_error_clean`` the same against noiseless labels.
 
 Devices: training runs on the device of the training data (or ``device``); the initialisation is drawn on
 the generator's device and moved there, so a CPU generator gives the same start on every device.
