@@ -10,16 +10,15 @@ import pytest
 
 matplotlib.use("Agg")
 
+from attnlab.claims.ensemble import CLAIMS  # noqa: E402
+from attnlab.claims.ensemble.budget_law import CLAIM as BUDGET_LAW  # noqa: E402
+from attnlab.claims.ensemble.decomposition import CLAIM as DECOMPOSITION  # noqa: E402
+from attnlab.claims.ensemble.decorrelation_optimal import CLAIM as DECORRELATION_OPTIMAL  # noqa: E402
+from attnlab.claims.ensemble.hdi_monotone import CLAIM as HDI_MONOTONE  # noqa: E402
+from attnlab.claims.ensemble.variance_needs_decorrelation import CLAIM as VARIANCE_NEEDS_DECORRELATION  # noqa: E402
+from attnlab.claims.ensemble.weighting import CLAIM as WEIGHTING  # noqa: E402
 from attnlab.engine.protocol import Point, Row  # noqa: E402
-from attnlab.claims.ensemble import (  # noqa: E402
-    BUDGET_LAW,
-    CLAIMS,
-    DECOMPOSITION,
-    DECORRELATION_OPTIMAL,
-    HDI_MONOTONE,
-    VARIANCE_NEEDS_DECORRELATION,
-    WEIGHTING,
-)
+from attnlab.report.figures.ensemble import FIGURES  # noqa: E402
 
 MINE = [
     DECOMPOSITION,
@@ -75,7 +74,7 @@ def test_decomposition_claim_holds_at_quick_scale():
     v = c.verdict(rows)
     assert v.status == "holds", v
     assert v.numbers["max_rel_err"] < 1e-12
-    figs = c.figures(rows)
+    figs = FIGURES[c.id](rows)
     assert figs and all(f.axes[0].get_ylabel() for f in figs.values())
 
 
@@ -192,4 +191,4 @@ def test_decorrelation_verdict_per_objective_and_only_where_training_helped():
     # training made the test MSE worse: the penalty's gain is not counted as evidence
     overfit = DECORRELATION_OPTIMAL.verdict(rows("loo", 0.3, 0.6, 0.4))
     assert overfit.status == "inconclusive"
-    assert DECORRELATION_OPTIMAL.figures(rows("loo", 0.3, 0.1, 0.05))
+    assert FIGURES[DECORRELATION_OPTIMAL.id](rows("loo", 0.3, 0.1, 0.05))

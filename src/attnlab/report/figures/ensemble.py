@@ -1,0 +1,211 @@
+"""Figures of the paper-A claims (``ensemble.*``), drawn from stored rows only.
+
+Rows include control rows (``row.control`` non-empty); a figure shows the test setting and, where the
+claim has controls, the controls beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from attnlab.engine.protocol import Row
+from attnlab.report.figures import new_figure
+
+__all__ = ["FIGURES"]
+
+_NW_TOL = 1e-12  # the identity claims' tolerance, drawn as a reference line
+
+
+def _ok(rows: Sequence[Row], control: str | None = "") -> list[Row]:
+    return [r for r in rows if r.ok and (control is None or r.control == control)]
+
+
+def _setting_label(setting: Sequence[Any]) -> str:
+    d, H, d_k, target, noise, n, c = setting
+    return f"{target}, d={d}, H={H}, d_k={d_k}, σ={noise}, N={n}, c={c}"
+
+
+def nw_identity(rows: Sequence[Row]) -> dict[str, Any]:
+    ok = _ok(rows)
+    fig, axes = new_figure(1, 1, 6, 3.6)
+    ax = axes[0][0]
+    for s in sorted({tuple(r.params["shape"]) for r in ok}):
+        sel = sorted((r for r in ok if tuple(r.params["shape"]) == s), key=lambda r: r.params["beta"])
+        ax.plot(
+            [r.params["beta"] for r in sel],
+            [max(r.metrics["rel_diff"], 1e-18) for r in sel],
+            "o-",
+            label="N={}, d={}, d_k={}, d_v={}, B={}".format(*s),
+        )
+    ax.axhline(_NW_TOL, color="k", ls="--", lw=1, label="tolerance 1e-12")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("inverse temperature β (scale β/√d_k)")
+    ax.set_ylabel("‖NW − SDPA‖ / ‖SDPA‖ (relative, float64)")
+    ax.set_title("One head = Nadaraya–Watson estimator")
+    ax.legend(fontsize=6, loc="upper left")
+    return {"nw_identity": fig}
+
+
+def decomposition(rows: Sequence[Row]) -> dict[str, Any]:
+    ok = _ok(rows)
+    fig, axes = new_figure(1, 2, 5, 3.8)
+    ax, bx = axes[0]
+    labels = [
+        "{}{} {} {} {} N={}".format(c[0], "" if c[1] is None else f"({c[1]}°)", *c[2:])
+        for c in (r.params["config"] for r in ok)
+    ]
+    x = np.arange(len(ok))
+    b2 = np.array([r.metrics["bias2"] for r in ok])
+    va = np.array([r.metrics["variance"] for r in ok])
+    co = np.array([r.metrics["covariance"] for r in ok])
+    ax.bar(x, b2, label="bias² (Σαb)²")
+    ax.bar(x, va, bottom=b2, label="variance Σα²V")
+    ax.bar(x, co, bottom=b2 + va, label="covariance Σαα'C")
+    ax.plot(x, [r.metrics["mse"] for r in ok], "k_", ms=18, mew=2, label="MSE (direct)")
+    ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=6)
+    ax.set_ylabel("integrated MSE (squared target units)")
+    ax.set_title("Three terms vs direct MSE")
+    ax.legend(fontsize=7)
+    bx.semilogy(x, [max(r.metrics["rel_err"], 1e-18) for r in ok], "o")
+    bx.axhline(_NW_TOL, color="k", ls="--", lw=1, label="tolerance")
+    bx.set_xticks(x, labels, rotation=30, ha="right", fontsize=6)
+    bx.set_ylabel("max over queries |terms − MSE|/MSE")
+    bx.set_title("Identity error (float64)")
+    bx.legend(fontsize=7)
+    return {"decomposition": fig}
+
+
+def variance_needs_decorrelation(rows: Sequence[Row]) -> dict[str, Any]:
+    ok = _ok(rows)
+    fig, axes = new_figure(1, 2, 5, 3.8)
+    ax, bx = axes[0]
+    for r in ok:
+        lab = _setting_label(r.params["setting"]) + f", rep {r.params['rep']}"
+        ax.plot(r.arrays["mean_corr"], r.arrays["ratio"], "o-", ms=3, label=lab)
+        bx.plot(r.arrays["angle_deg"], r.arrays["var_part"], "o-", ms=3)
+    rho = np.linspace(0, 1, 50)
+    for H in sorted({int(r.params["setting"][1]) for r in ok}):
+        ax.plot(rho, rho + (1 - rho) / H, "k--", lw=1, label=f"closed form ρ+(1−ρ)/H, H={H}")
+    ax.set_xlabel("mean head correlation ρ̄ (dimensionless)")
+    ax.set_ylabel("variance part / mean head variance")
+    ax.set_title("Variance reduction needs decorrelation")
+    ax.legend(fontsize=5)
+    bx.set_xlabel("pairwise principal angle φ (degrees)")
+    bx.set_ylabel("variance + covariance terms (squared target units)")
+    bx.set_title("Variance part vs head angle")
+    return {"variance_vs_correlation": fig}
+
+
+def hdi_monotone(rows: Sequence[Row]) -> dict[str, Any]:
+    ok = _ok(rows)
+    labs = sorted({_setting_label(r.params["setting"]) for r in ok})
+    fig, axes = new_figure(1, max(1, len(labs)), 5, 3.8)
+    for ax, lab in zip(axes[0], labs):
+        for r in (r for r in ok if _setting_label(r.params["setting"]) == lab):
+            ax.plot(r.arrays["hdi"], r.arrays["mse"], "o-", ms=3, label=f"rep {r.params['rep']}")
+        ax.set_xlabel("HDI (subspace form, dimensionless)")
+        ax.set_ylabel("integrated test MSE (squared target units)")
+        ax.set_title(lab, fontsize=7)
+        ax.legend(fontsize=6)
+    return {"mse_vs_hdi": fig}
+
+
+def decorrelation_optimal(rows: Sequence[Row]) -> dict[str, Any]:
+    ok = _ok(rows)
+    fig, axes = new_figure(1, 2, 5, 3.8)
+    ax, bx = axes[0]
+    for key, mk, lab in [
+        ("init", "s", "random init"),
+        ("plain", "o", "trained"),
+        ("penalised", "^", "trained + penalty"),
+    ]:
+        ax.scatter(
+            [r.metrics[f"hdi_{key}"] for r in ok],
+            [r.metrics[f"test_mse_{key}"] for r in ok],
+            marker=mk,
+            label=lab,
+        )
+    ax.set_xlabel("HDI (subspace form, dimensionless)")
+    ax.set_ylabel("test MSE on fresh inputs (squared target units)")
+    ax.legend(fontsize=7)
+    ax.set_title("Decorrelation and test error")
+    for r in ok:
+        bx.plot(r.arrays["val_plain"], "C1", lw=0.8)
+        bx.plot(r.arrays["val_penalised"], "C2", lw=0.8)
+    bx.set_xlabel("Adam step")
+    bx.set_ylabel("validation ensemble MSE (squared target units)")
+    bx.set_title("Validation MSE, early stopping (orange: plain, green: penalised)", fontsize=9)
+    return {"decorrelation_training": fig}
+
+
+def budget_law(rows: Sequence[Row]) -> dict[str, Any]:
+    ok = _ok(rows)
+    fig, axes = new_figure(1, 2, 5, 3.8)
+    ax, bx = axes[0]
+    keys = sorted({(r.params["D"], r.params["d"], r.params["c"]) for r in ok})
+    for i, key in enumerate(keys):
+        rs = [r for r in ok if (r.params["D"], r.params["d"], r.params["c"]) == key]
+        ns = sorted({r.params["n"] for r in rs})
+        mean_dk = [np.mean([r.metrics["dk_star"] for r in rs if r.params["n"] == n]) for n in ns]
+        bx.plot(ns, mean_dk, "o-", color=f"C{i}", label=f"D={key[0]}, d={key[1]}, c={key[2]}")
+        p = 2 / (4 + key[1])
+        a = np.mean(np.log(mean_dk) - p * np.log(np.log(ns)))
+        bx.plot(ns, np.exp(a) * np.log(ns) ** p, ":", color=f"C{i}", lw=1)
+        for r in rs:
+            if r.params["n"] in (ns[0], ns[-1]) and r.params["rep"] == 0:
+                style = "o-" if r.params["n"] == ns[0] else "s--"
+                lab = f"D={key[0]}, d={key[1]}, c={key[2]}, n={r.params['n']}"
+                ax.plot(r.arrays["d_k"], r.arrays["mse"], style, color=f"C{i}", ms=3, label=lab)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("per-head dimension d_k (H = D/d_k)")
+    ax.set_ylabel("integrated MSE (squared target units)")
+    ax.legend(fontsize=5)
+    ax.set_title("MSE across budget splits")
+    bx.set_xscale("log")
+    bx.set_yscale("log", base=2)
+    bx.set_xlabel("training-sample size n")
+    bx.set_ylabel("optimal d_k* (continuous estimate)")
+    bx.set_title("d_k*(n); dotted: stated law (log n)^{2/(4+d)}")
+    bx.legend(fontsize=6)
+    return {"budget_law": fig}
+
+
+def weighting(rows: Sequence[Row]) -> dict[str, Any]:
+    ok = _ok(rows)
+    ns = sorted({r.params["n"] for r in ok})
+    fig, axes = new_figure(1, 1, 6, 4)
+    ax = axes[0][0]
+    for s in ("uniform", "geometric", "fibonacci", "optimal"):
+        ax.plot(
+            ns,
+            [np.mean([r.metrics[f"mse_{s}"] for r in ok if r.params["n"] == n]) for n in ns],
+            "o-",
+            label=s,
+        )
+    heads = np.array(
+        [np.mean([r.metrics["mse_heads"] for r in ok if r.params["n"] == n], axis=0) for n in ns]
+    )
+    for h in range(heads.shape[1] if heads.ndim == 2 else 0):
+        ax.plot(ns, heads[:, h], ":", color="gray", lw=1, label="single heads" if h == 0 else None)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("training-sample size n")
+    ax.set_ylabel("integrated MSE (squared target units)")
+    ax.set_title("Weighting schemes on heads of different rates")
+    ax.legend(fontsize=7)
+    return {"weighting": fig}
+
+
+FIGURES = {
+    "ensemble.nw-identity": nw_identity,
+    "ensemble.decomposition": decomposition,
+    "ensemble.variance-needs-decorrelation": variance_needs_decorrelation,
+    "ensemble.hdi-monotone": hdi_monotone,
+    "ensemble.decorrelation-optimal": decorrelation_optimal,
+    "ensemble.budget-law": budget_law,
+    "ensemble.weighting": weighting,
+}
