@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from attnlab.claims.ensemble import BUDGET_LAW, WEIGHTING
-from attnlab.claims.flow import ENERGY, EQUI
+from attnlab.claims.flow.energy_monotone import CLAIM as ENERGY
+from attnlab.claims.flow.equiangular_rates import CLAIM as EQUI
 from attnlab.claims.models.minilm_diversity import CLAIM as MINILM_DIVERSITY
 
 

@@ -227,8 +227,9 @@ def simulate_cmd(
         out["energy_end"] = float(le[-1].exp().mean())
         out["log_energy_start"] = float(le[0].mean())
         out["log_energy_end"] = float(le[-1].mean())
-        # non-decreasing to relative 1e-12: log E_{k+1} >= log E_k - 1e-12
-        out["energy_monotone"] = bool(((le[1:] - le[:-1]) >= -1e-12).all())
+        from attnlab.dynamics import energy_monotone  # non-decreasing to relative 1e-12
+
+        out["energy_monotone"] = energy_monotone(le, rtol=1e-12)
     else:
         out.update(
             energy_start=None,

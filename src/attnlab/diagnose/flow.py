@@ -14,9 +14,12 @@ Everything is computed from ``k × k`` products of the factors, never forming ``
 ``⟨V, M⟩ = s tr((BᵀW_V)(W_O A))``, ``‖V‖² = tr(W_VᵀW_V W_O W_Oᵀ)``, and
 ``M_h' M_h = s² A' (B'ᵀA) Bᵀ`` whose operator norm is that of ``R_{A'} (B'ᵀA) R_Bᵀ``.
 
-On hidden states (:func:`radial_dominance`): the three forms of radial dominance of THEORY.md B3,
+On hidden states (:func:`radial_dominance`): the three forms of radial dominance of docs/flow.md B3,
 softmax kind, β = 1 (the scale inside ``M_h``), tokens normalised to the unit sphere. Biases are not
-part of ``M_h, V_h`` and are left out.
+part of ``M_h, V_h`` and are left out. The forms are evaluated by
+:func:`attnlab.dynamics.radial_dominance` (one implementation, the same rounding slack ``rtol``);
+:class:`RadialDominance` is that function's result (per-head forms, per-token fractions, ``‖P⊥f‖²``
+and the shadows ``a_i^h``).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import torch
 
 from attnlab.core.validation import check_tensor
 from attnlab.diagnose.spectra import qk_triangular_factors
+from attnlab.dynamics.observables import RadialDominance
+from attnlab.dynamics.observables import radial_dominance as _radial_dominance
 
 __all__ = ["FlowDefects", "RadialDominance", "cross_products", "flow_defects", "radial_dominance"]
 
@@ -126,37 +131,6 @@ def cross_products(W_Q: torch.Tensor, W_K: torch.Tensor) -> torch.Tensor:
     return num / (op.unsqueeze(-1) * op.unsqueeze(-2))
 
 
-@dataclass(frozen=True)
-class RadialDominance:
-    """The three forms of radial dominance (THEORY.md B3) at one token configuration.
-
-    Shapes ``(..., H)`` (per head) or ``(..., H, n)`` (per token).
-
-    Attributes
-    ----------
-    form1 : Tensor of bool ``(..., H)``
-        exact form: ``Σ_i ‖P⊥f_i^h‖² ≥ Σ_i Σ_{h'≠h} a_i^h a_i^h'``.
-    form2 : Tensor of bool ``(..., H)``
-        pointwise: ``‖P⊥f_i^h‖² ≥ Σ_{h'≠h} |a_i^h a_i^h'|`` at every token.
-    form3 : Tensor of bool ``(..., H)``
-        Condition 8: ``‖P⊥f_i^h‖² ≥ ‖f_i^h‖ Σ_{h'≠h} |a_i^h'|`` at every token.
-    form2_tokens, form3_tokens : Tensor ``(..., H)``
-        fraction of tokens at which the pointwise inequality holds.
-    perp_sq : Tensor ``(..., H, n)``
-        ``‖P⊥f_i^h‖²``.
-    radial : Tensor ``(..., H, n)``
-        ``a_i^h = ⟨f_i^h, x_i⟩``.
-    """
-
-    form1: torch.Tensor
-    form2: torch.Tensor
-    form3: torch.Tensor
-    form2_tokens: torch.Tensor
-    form3_tokens: torch.Tensor
-    perp_sq: torch.Tensor
-    radial: torch.Tensor
-
-
 def radial_dominance(
     x: torch.Tensor,
     W_Q: torch.Tensor,
@@ -204,22 +178,5 @@ def radial_dominance(
         future = torch.ones(n, n, dtype=torch.bool, device=X.device).triu(1)  # (n, n)
         scores = scores.masked_fill(future, float("-inf"))
     f = torch.softmax(scores, dim=-1) @ v @ W_O.to(_DT)  # (..., H, n, d)
-    a = (f * Xh).sum(-1)  # (..., H, n)  a_i^h
-    perp_sq = (f.square().sum(-1) - a.square()).clamp_min(0.0)  # (..., H, n)  ‖P⊥f‖² = ‖f‖² − a²
-    fnorm = f.norm(dim=-1)  # (..., H, n)
-    a_sum = a.sum(-2, keepdim=True)  # (..., 1, n)
-    abs_sum = a.abs().sum(-2, keepdim=True)  # (..., 1, n)
-    others = a_sum - a  # Σ_{h'≠h} a^h'
-    others_abs = abs_sum - a.abs()  # Σ_{h'≠h} |a^h'|
-    form1 = perp_sq.sum(-1) >= (a * others).sum(-1)
-    ok2 = perp_sq >= a.abs() * others_abs
-    ok3 = perp_sq >= fnorm * others_abs
-    return RadialDominance(
-        form1=form1,
-        form2=ok2.all(-1),
-        form3=ok3.all(-1),
-        form2_tokens=ok2.to(_DT).mean(-1),
-        form3_tokens=ok3.to(_DT).mean(-1),
-        perp_sq=perp_sq,
-        radial=a,
-    )
+    # one implementation of the three forms: the dynamics package's, with its rounding slack
+    return _radial_dominance(f, X)

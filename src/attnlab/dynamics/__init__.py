@@ -1,4 +1,4 @@
-"""Paper B: multi-head self-attention dynamics on the sphere (THEORY.md B).
+"""Paper B: multi-head self-attention dynamics on the sphere (docs/flow.md B).
 
 Example
 -------
@@ -14,6 +14,7 @@ torch.Size([3, 4, 2])
 from __future__ import annotations
 
 from attnlab.dynamics import init, observables, theory
+from attnlab.dynamics.checks import energy_identity, energy_monotone, entropy_identity, trajectory_states
 from attnlab.dynamics.field import head_outputs, projections, vector_field, velocity
 from attnlab.dynamics.integrate import (
     METHODS,
@@ -27,6 +28,7 @@ from attnlab.dynamics.integrate import (
 )
 from attnlab.dynamics.model import Heads
 from attnlab.dynamics.observables import (
+    RADIAL_RTOL,
     EnergyRates,
     PerturbationSplit,
     RadialDominance,
@@ -42,11 +44,24 @@ from attnlab.dynamics.observables import (
     radial_dominance,
     radial_shadows,
 )
+from attnlab.dynamics.rates import SuperadditivitySample, crossing_time, late_rate_fit, superadditivity_sample
+from attnlab.dynamics.shadows import ShadowCounts, shadow_counts
 from attnlab.dynamics.space import Flat, Space, Sphere, get_space
 from attnlab.dynamics.theory import BetaStar, beta_star, c_star
 
 __all__ = [
     "METHODS",
+    "RADIAL_RTOL",
+    "ShadowCounts",
+    "SuperadditivitySample",
+    "crossing_time",
+    "energy_identity",
+    "energy_monotone",
+    "entropy_identity",
+    "late_rate_fit",
+    "shadow_counts",
+    "superadditivity_sample",
+    "trajectory_states",
     "OBSERVABLES",
     "BetaStar",
     "EnergyRates",

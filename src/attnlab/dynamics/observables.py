@@ -1,4 +1,4 @@
-"""Analytic observables of the dynamics (THEORY.md B2, B3, B7): energies and their rates, radial
+"""Analytic observables of the dynamics (docs/flow.md B2, B3, B7): energies and their rates, radial
 shadows and radial dominance, attention entropy and its rate, cluster statistics.
 
 Rates are computed in closed form at a state from the velocity there (never by differencing
@@ -19,6 +19,7 @@ from attnlab.dynamics.model import Heads
 from attnlab.dynamics.space import Space, get_space
 
 __all__ = [
+    "RADIAL_RTOL",
     "EnergyRates",
     "RadialDominance",
     "log_energy",
@@ -157,7 +158,7 @@ class PerturbationSplit:
 def perturbation_split(
     spec: Heads, x: torch.Tensor, beta: float, space: str | Space = "sphere"
 ) -> PerturbationSplit:
-    """Split ``dE_multi/dt`` at ``x`` (B, n, d) for perturbed values ``V_h != M_h`` (THEORY.md B2, Thm 12).
+    """Split ``dE_multi/dt`` at ``x`` (B, n, d) for perturbed values ``V_h != M_h`` (docs/flow.md B2, Thm 12).
 
     Requires the ``usa`` kind and symmetric ``M_h`` (where ``grad E_multi = sum_h f^h(M_h)/n``).
     """
@@ -181,45 +182,69 @@ def perturbation_split(
 
 
 def radial_shadows(f: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """``a_i^h = <f_i^h, x_i>`` of shape (B, H, n) from head outputs ``f`` (B, H, n, d)."""
-    return (f * x[:, None]).sum(-1)
+    """``a_i^h = <f_i^h, x_i>`` of shape (..., H, n) from ``f`` (..., H, n, d) at ``x`` (..., n, d)."""
+    return (f * x.unsqueeze(-3)).sum(-1)
 
 
 @dataclass(frozen=True)
 class RadialDominance:
-    """The three nested forms of radial dominance (THEORY.md B3), per (B, H).
+    """The three nested forms of radial dominance (docs/flow.md B3), per head: shapes (..., H).
 
     ``margin1`` = ``sum_i ||P⊥f_i^h||^2 - sum_i sum_{h'≠h} a_i^h a_i^h'`` (form 1 holds iff >= 0; under
     orthogonal subspaces, usa kind, ``V = M``, it equals ``n dE_h/dt``); ``form1``/``form2``/``form3``
-    booleans (B, H); form 3 implies form 2 implies form 1.
+    booleans; form 3 implies form 2 implies form 1. Per token: ``form2_tokens``/``form3_tokens`` the
+    fraction of tokens where the pointwise inequality holds; ``perp_sq`` (..., H, n) ``||P⊥f_i^h||^2``
+    and ``radial`` (..., H, n) the shadows ``a_i^h``.
     """
 
     margin1: torch.Tensor
     form1: torch.Tensor
     form2: torch.Tensor
     form3: torch.Tensor
+    form2_tokens: torch.Tensor
+    form3_tokens: torch.Tensor
+    perp_sq: torch.Tensor
+    radial: torch.Tensor
 
 
-def radial_dominance(f: torch.Tensor, x: torch.Tensor, *, rtol: float = 1e-12) -> RadialDominance:
-    """Evaluate the three forms of radial dominance from head outputs ``f`` (B, H, n, d) at ``x`` (B, n, d).
+#: Relative slack of the radial-dominance inequalities (ties within rounding count as holding).
+RADIAL_RTOL = 1e-12
+
+
+def radial_dominance(f: torch.Tensor, x: torch.Tensor, *, rtol: float = RADIAL_RTOL) -> RadialDominance:
+    """The three forms of radial dominance from head outputs ``f`` (..., H, n, d) at ``x`` (..., n, d).
 
     ``rtol`` gives each inequality a relative slack for rounding (ties count as holding).
     """
-    a = radial_shadows(f, x)  # (B, H, n)
-    tang2 = (f * f).sum(-1) - a * a  # (B, H, n): ||P⊥ f||^2
-    fn = torch.linalg.vector_norm(f, dim=-1)  # (B, H, n)
-    A = a.sum(1, keepdim=True)  # (B, 1, n)
-    absA = a.abs().sum(1, keepdim=True)
-    cross = a * (A - a)  # (B, H, n): sum_{h'≠h} a^h a^h'
-    others = absA - a.abs()  # (B, H, n): sum_{h'≠h} |a^h'|
+    if f.ndim < 3 or x.ndim < 2 or f.shape[-2:] != x.shape[-2:]:
+        raise ValueError(
+            f"f: expected head outputs (..., H, n, d) matching x (..., n, d) = {tuple(x.shape)}, "
+            f"got {tuple(f.shape)}"
+        )
+    a = radial_shadows(f, x)  # (..., H, n)
+    tang2 = (f * f).sum(-1) - a * a  # (..., H, n): ||P⊥ f||^2
+    fn = torch.linalg.vector_norm(f, dim=-1)  # (..., H, n)
+    A = a.sum(-2, keepdim=True)  # (..., 1, n)
+    absA = a.abs().sum(-2, keepdim=True)
+    cross = a * (A - a)  # (..., H, n): sum_{h'≠h} a^h a^h'
+    others = absA - a.abs()  # (..., H, n): sum_{h'≠h} |a^h'|
     margin1 = tang2.sum(-1) - cross.sum(-1)
     scale1 = tang2.sum(-1).abs() + cross.abs().sum(-1)
     form1 = margin1 >= -rtol * scale1
     rhs2 = a.abs() * others
-    form2 = (tang2 >= rhs2 - rtol * (tang2.abs() + rhs2)).all(-1)
+    ok2 = tang2 >= rhs2 - rtol * (tang2.abs() + rhs2)  # (..., H, n)
     rhs3 = fn * others
-    form3 = (tang2 >= rhs3 - rtol * (tang2.abs() + rhs3)).all(-1)
-    return RadialDominance(margin1, form1, form2, form3)
+    ok3 = tang2 >= rhs3 - rtol * (tang2.abs() + rhs3)  # (..., H, n)
+    return RadialDominance(
+        margin1,
+        form1,
+        ok2.all(-1),
+        ok3.all(-1),
+        ok2.to(f.dtype).mean(-1),
+        ok3.to(f.dtype).mean(-1),
+        tang2.clamp_min(0.0),
+        a,
+    )
 
 
 def _log_probs(spec: Heads, x: torch.Tensor, beta: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -236,7 +261,7 @@ def entropy(spec: Heads, x: torch.Tensor, beta: float) -> torch.Tensor:
 
 
 def entropy_rate(spec: Heads, x: torch.Tensor, beta: float, xdot: torch.Tensor) -> torch.Tensor:
-    """``dH_i^h/dt = -β^2 Cov_{p_i}(s_i·, ṡ_i·)`` of shape (B, H, n) (THEORY.md B7), in closed form."""
+    """``dH_i^h/dt = -β^2 Cov_{p_i}(s_i·, ṡ_i·)`` of shape (B, H, n) (docs/flow.md B7), in closed form."""
     beta = _check(spec, x, beta, positive=False)
     if xdot.shape != x.shape:
         raise ValueError(f"xdot: expected shape {tuple(x.shape)}, got {tuple(xdot.shape)}")

@@ -1,0 +1,31 @@
+"""Claims of paper B (docs/flow.md B): multi-head self-attention dynamics on the sphere, one claim per file.
+
+Derivative identities are checked at states along trajectories with an independent derivative at the
+state (forward mode), never by differencing stored steps. Heads and initial tokens are drawn from the
+point's CPU generators and moved to ``point.device``, where the simulations run (float64); closed
+forms stay on CPU, and every run records where its heavy part ran in the metric ``device``.
+"""
+
+from attnlab.claims.flow import (
+    approx_orthogonal,
+    beta_star,
+    energy_monotone,
+    entropy,
+    equiangular_rates,
+    radial_shadow,
+    relu_vs_softmax,
+    value_perturbation,
+)
+
+CLAIMS = [
+    energy_monotone.CLAIM,
+    value_perturbation.CLAIM,
+    radial_shadow.CLAIM,
+    beta_star.CLAIM,
+    equiangular_rates.CLAIM,
+    relu_vs_softmax.CLAIM,
+    entropy.CLAIM,
+    approx_orthogonal.CLAIM,
+]
+
+__all__ = ["CLAIMS"]

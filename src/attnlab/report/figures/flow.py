@@ -1,0 +1,286 @@
+"""Figures of paper B's claims (``flow.*``), drawn from stored rows only (test-setting rows)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from attnlab.engine.protocol import Row
+from attnlab.report.figures import new_figure
+
+__all__ = ["FIGURES"]
+
+
+def _test(rows: Sequence[Row]) -> list[Row]:
+    """Rows of the test setting that computed (controls have their own figures where drawn)."""
+    return [r for r in rows if r.ok and not r.control]
+
+
+def _full_table(rows: Sequence[Row]) -> dict:
+    return {
+        (r.params["kind"], r.params["scale"], r.params["n"], r.params["d"]): r.metrics["time"]
+        for r in rows
+        if r.params.get("part", "full") == "full"
+    }
+
+
+def energy_monotone(rows: Sequence[Row]) -> dict:
+    good = _test(rows)
+    fig, ax = new_figure(1, 2)
+    for r in good:
+        if r.params.get("mode", "identity") == "identity" and "rel_err" in r.arrays:
+            ax[0, 0].semilogy(
+                r.arrays["t"],
+                np.maximum(r.arrays["rel_err"], 1e-18),
+                "o-",
+                ms=3,
+                label=f"{r.params['space']}, β={r.params['beta']}",
+            )
+    ax[0, 0].axhline(1e-8, color="k", ls="--", lw=0.8, label="tolerance")
+    ax[0, 0].set(
+        xlabel="time t (model units)", ylabel="relative error of dE/dt identity", title="Thm 11 identity"
+    )
+    ax[0, 0].legend(fontsize=7)
+    soft = [r for r in good if r.params.get("mode") == "softmax"]
+    lines: dict[tuple, dict[float, list[float]]] = {}
+    for r in soft:
+        pp = r.params
+        cur = lines.setdefault((pp["heads"], pp["n"], pp["d"]), {}).setdefault(pp["beta"], [0.0, 0.0])
+        cur[0] += r.metrics["violation_rate"] * r.metrics["trials"]
+        cur[1] += r.metrics["trials"]
+    for (H, n, d), by_b in sorted(lines.items()):
+        bs = sorted(by_b)
+        ax[0, 1].plot(
+            bs, [100 * by_b[b][0] / by_b[b][1] for b in bs], "s-", ms=3, label=f"H={H}, n={n}, d={d}"
+        )
+    ax[0, 1].axhline(0.3, color="k", ls=":", lw=0.8, label="0.3% (docs/flow.md B2)")
+    ax[0, 1].set(
+        xlabel="inverse temperature β",
+        ylabel="trajectories with dE/dt < -1e-12 E (%)",
+        title="softmax kind",
+    )
+    ax[0, 1].legend(fontsize=6)
+    return {"energy_identity": fig}
+
+
+def value_perturbation(rows: Sequence[Row]) -> dict:
+    good = _test(rows)
+    agg: dict[float, list[int]] = {}
+    for r in good:
+        a = agg.setdefault(float(r.params["size"]), [0, 0])
+        a[0] += r.metrics["violations"]
+        a[1] += r.metrics["trials"]
+    fig, ax = new_figure()
+    s = sorted(agg)
+    ax[0, 0].plot([max(x, 1e-4) for x in s], [100 * agg[x][0] / agg[x][1] for x in s], "o-")
+    ax[0, 0].set_xscale("log")
+    ax[0, 0].set(
+        xlabel="perturbation ||V_h - M_h||_op / ||M_h||_op (0 drawn at 1e-4)",
+        ylabel="trials with dE_multi/dt < 0 (%)",
+        title="Thm 12: value perturbation",
+    )
+    return {"value_perturbation": fig}
+
+
+def radial_shadow(rows: Sequence[Row]) -> dict:
+    good = _test(rows)
+    scan = [r for r in good if r.params.get("mode") == "scan"]
+    good = [r for r in good if r.params.get("mode") != "scan"]
+    fig, ax = new_figure(1, 2)
+    curves: dict[tuple, dict[float, float]] = {}
+    for r in scan:
+        n_mid = sorted(r.params["ns"])[len(r.params["ns"]) // 2]
+        for setting, (r1, _) in r.metrics["rates"].items():
+            n, d = (int(part.split("=")[1]) for part in setting.split(","))
+            if n == n_mid:
+                key = (r.params["construction"], r.params["heads"], n, d)
+                curves.setdefault(key, {})[r.params["beta"]] = 100 * r1
+    for (con, H, n, d), c in sorted(curves.items()):
+        bs = sorted(c)
+        ax[0, 1].plot(
+            bs,
+            [c[b] for b in bs],
+            "o-" if con == "random" else "s--",
+            ms=3,
+            label=f"{con}, H={H}, n={n}, d={d}",
+        )
+    ax[0, 1].axhline(30, color="k", ls=":", lw=0.8, label="30% (docs/flow.md B3)")
+    ax[0, 1].set(
+        xlabel="inverse temperature β",
+        ylabel="configurations with dE_1/dt < 0 (%)",
+        title="scan: head construction, d",
+    )
+    ax[0, 1].legend(fontsize=6)
+    sph = sorted((r for r in good if r.params["space"] == "sphere"), key=lambda r: r.params["beta"])
+    flat = sorted((r for r in good if r.params["space"] == "flat"), key=lambda r: r.params["beta"])
+    b = [r.params["beta"] for r in sph]
+    ax[0, 0].plot(b, [100 * r.metrics["violation_rate"] for r in sph], "o-", label="sphere: some dE_h/dt < 0")
+    ax[0, 0].plot(
+        [r.params["beta"] for r in flat],
+        [100 * r.metrics["violation_rate"] for r in flat],
+        "x--",
+        label="flat: some dE_h/dt < 0",
+    )
+    for k, m in (("form1", "^:"), ("form2", "v:"), ("form3", "d:")):
+        ax[0, 0].plot(b, [100 * r.metrics[k] for r in sph], m, label=f"sphere: {k} holds")
+    ax[0, 0].set(
+        xlabel="inverse temperature β", ylabel="configurations (%)", title="radial shadows, orthogonal heads"
+    )
+    ax[0, 0].legend(fontsize=7)
+    return {"radial_shadow": fig}
+
+
+def beta_star(rows: Sequence[Row]) -> dict:
+    good = _test(rows)
+    fig, ax = new_figure(1, 2)
+    for r in good:
+        if r.params.get("part") == "onset" and "beta" in r.arrays:
+            (line,) = ax[0, 0].plot(
+                r.arrays["beta"],
+                100 * r.arrays["fraction"],
+                "o-",
+                ms=3,
+                label=f"H={r.params['heads']}, {r.params['law']} tokens",
+            )
+            ax[0, 0].axvline(r.metrics["beta_star"], color=line.get_color(), ls=":", lw=0.8)
+    ax[0, 0].axhline(1.0, color="k", ls="--", lw=0.8)
+    ax[0, 0].set(
+        xlabel="inverse temperature β",
+        ylabel="draws with some dE_h/dt < 0 (%)",
+        title="onset of per-head energy decrease (dotted: β*)",
+    )
+    ax[0, 0].legend(fontsize=7)
+    cf = [r for r in good if r.params.get("part") == "closed-form"]
+    for H in sorted({r.params["heads"] for r in cf}):
+        rs = sorted((r for r in cf if r.params["heads"] == H), key=lambda r: r.params["n"])
+        ax[0, 1].semilogx(
+            [r.params["n"] for r in rs], [r.metrics["beta_star"] for r in rs], "o-", label=f"β*, H={H}"
+        )
+        ax[0, 1].semilogx([r.params["n"] for r in rs], [r.metrics["direct_form3"] for r in rs], "k+", ms=9)
+        ax[0, 1].semilogx(
+            [r.params["n"] for r in rs],
+            [r.metrics["beta_form2"] for r in rs],
+            "s--",
+            mfc="none",
+            label=f"form 2, H={H}",
+        )
+    ax[0, 1].set(
+        xlabel="tokens n", ylabel="threshold β (λ = 1)", title="closed form (lines) vs bisection (+)"
+    )
+    ax[0, 1].legend(fontsize=7)
+    return {"beta_star": fig}
+
+
+def equiangular_rates(rows: Sequence[Row]) -> dict:
+    good = _test(rows)
+    fig, ax = new_figure(1, 2)
+    for r in good:
+        if r.params.get("part") == "particles" and "t" in r.arrays:
+            lab = f"λ={r.params['strengths']}, n={r.params['n']}"
+            ax[0, 0].semilogy(
+                r.arrays["t"], np.maximum(1 - r.arrays["gamma"], 1e-16), "o", ms=3, label=lab + " particles"
+            )
+            ax[0, 0].semilogy(r.arrays["t"], np.maximum(1 - r.arrays["gamma_ode"], 1e-16), "k-", lw=0.8)
+        if r.params.get("part") == "superadditivity" and "mean" in r.arrays:
+            ax[0, 1].plot(
+                r.arrays["mean"] / r.metrics["lambda_c"],
+                r.arrays["gain"],
+                ".",
+                ms=2,
+                label=f"H={r.params['heads']}",
+            )
+    ax[0, 0].set(xlabel="time t (model units)", ylabel="1 - γ", title="equiangular: particles vs ODE (line)")
+    ax[0, 0].legend(fontsize=6)
+    ax[0, 1].axhline(0, color="k", lw=0.8)
+    ax[0, 1].set(
+        xlabel="mean strength / λ_c",
+        ylabel="Σφ(λ_h) - Hφ(mean λ) (rate units)",
+        title="super-additivity when mean > λ_c",
+    )
+    ax[0, 1].legend(fontsize=7)
+    return {"equiangular": fig}
+
+
+def relu_vs_softmax(rows: Sequence[Row]) -> dict:
+    good = _test(rows)
+    fig, ax = new_figure(1, 2)
+    lin = [r for r in good if r.params.get("part") == "linearised" and "n" in r.arrays]
+    if lin:
+        a = lin[0].arrays
+        ax[0, 0].loglog(a["n"], a["t_soft"], "o-", label="softmax (linearised)")
+        ax[0, 0].loglog(a["n"], a["t_relu"][:, -1], "s-", label=f"ReLU (linearised), d={int(a['d'][-1])}")
+    tab = _full_table(good)
+    for kind, mk in (("softmax", "o"), ("relu", "s")):
+        for d in sorted({k[3] for k in tab}):
+            pts = sorted(
+                (k[2], v) for k, v in tab.items() if k[0] == kind and k[1] == "1" and k[3] == d and v
+            )
+            if pts:
+                ax[0, 0].loglog(*zip(*pts), mk + "--", mfc="none", label=f"{kind} full, d={d}")
+    ax[0, 0].set(
+        xlabel="tokens n", ylabel="time to γ = 1/2 (model units)", title="clustering time, velocity scale 1"
+    )
+    ax[0, 0].legend(fontsize=6)
+    for kind, mk in (("softmax", "o"), ("relu", "s")):
+        for n in sorted({k[2] for k in tab}):
+            pts = sorted(
+                (k[3], v) for k, v in tab.items() if k[0] == kind and k[1] == "1" and k[2] == n and v
+            )
+            if pts:
+                ax[0, 1].loglog(*zip(*pts), mk + "-", label=f"{kind}, n={n}")
+    ax[0, 1].set(xlabel="dimension d", ylabel="time to γ = 1/2 (model units)", title="full dynamics vs d")
+    ax[0, 1].legend(fontsize=6)
+    return {"relu_vs_softmax": fig}
+
+
+def entropy(rows: Sequence[Row]) -> dict:
+    good = _test(rows)
+    fig, ax = new_figure()
+    for r in good:
+        if r.params.get("part") == "equiangular" and "t" in r.arrays:
+            ax[0, 0].plot(
+                r.arrays["t"],
+                r.arrays["entropy"] / math.log(r.params["n"]),
+                "-",
+                label=f"n={r.params['n']}, β={r.params['beta']}",
+            )
+    ax[0, 0].axhline(1.0, color="k", ls="--", lw=0.8)
+    ax[0, 0].set(
+        xlabel="time t (model units)",
+        ylabel="mean attention entropy / log n",
+        title="entropy rises to log n (equiangular, scalar head)",
+    )
+    ax[0, 0].legend(fontsize=7)
+    return {"entropy": fig}
+
+
+def approx_orthogonal(rows: Sequence[Row]) -> dict:
+    good = _test(rows)
+    fig, ax = new_figure()
+    for r in good:
+        if "delta" in r.arrays:
+            dd = np.maximum(r.arrays["delta"], 1e-5)
+            ax[0, 0].semilogx(
+                dd, 100 * r.arrays["rate"], "o-", label=f"{r.params['space']} (rep {r.params['rep']})"
+            )
+    ax[0, 0].set(
+        xlabel="δ = max ||M_h' M_h||_op / ||M_h||²_op (0 drawn at 1e-5)",
+        ylabel="states with some dE_h/dt < 0 (%)",
+        title="approximate orthogonality",
+    )
+    ax[0, 0].legend(fontsize=7)
+    return {"approx_orthogonal": fig}
+
+
+FIGURES = {
+    "flow.energy-monotone": energy_monotone,
+    "flow.value-perturbation": value_perturbation,
+    "flow.radial-shadow": radial_shadow,
+    "flow.beta-star": beta_star,
+    "flow.equiangular-rates": equiangular_rates,
+    "flow.relu-vs-softmax": relu_vs_softmax,
+    "flow.entropy": entropy,
+    "flow.approx-orthogonal": approx_orthogonal,
+}
