@@ -2,8 +2,9 @@
 
 import pytest
 
-from attnlab.engine.protocol import Row
 from attnlab.claims.highdim import CLAIMS
+from attnlab.engine.protocol import Row
+from attnlab.report.figures.highdim import FIGURES
 
 IDS = {
     "highdim.theory-vs-adam",
@@ -81,7 +82,7 @@ def test_tva_verdict_joins_the_two_sides():
     rows = _tva_split_rows(1.01)
     rows[0] = _row(rows[0].params, {**rows[0].metrics, "se_converged": False})
     assert c.verdict(rows).status == "inconclusive"
-    figs = c.figures(_tva_split_rows(1.01))
+    figs = FIGURES[c.id](_tva_split_rows(1.01))
     assert figs["test_error"].axes[0].get_xlabel()
 
 
@@ -203,7 +204,7 @@ def test_scaling_verdict_fits_both_sides():
     theory_only = [r for r in _sl_rows(-0.5, -0.5) if r.params["side"] == "theory"]
     v = c.verdict(theory_only)
     assert v.status == "inconclusive" and "simulation side not run" in v.note
-    figs = c.figures(_sl_rows(-0.5, -0.5))
+    figs = FIGURES[c.id](_sl_rows(-0.5, -0.5))
     ax = figs["scaling_law"].axes[0]
     assert ax.get_xlabel() and ax.get_ylabel() and len(ax.get_lines()) == 3  # theory, Adam, prediction
 
@@ -213,7 +214,16 @@ def test_scaling_simulation_point_is_a_paired_excess(one_thread):
 
     c = _claim("highdim.scaling-law")
     params = {"side": "simulation", "alpha": 0.3, "d": 10, "gamma": 1.0, "noise": 0.1, "lam": 1e-3}
-    r = c.run(Point(c.id, "quick", params | {"max_steps": 200, "n_test": 500, "rep": 0}, 7, c.version))
+    r = c.run(
+        Point(
+            c.id,
+            "quick",
+            params | {"max_steps": 200, "n_test": 500, "rep": 0},
+            7,
+            c.version,
+            params_cls=c.params,
+        )
+    )
     m = r.metrics
     assert m["excess"] == pytest.approx(m["test_error"] - m["e0"], abs=1e-15)
     assert m["e0"] > 0 and m["steps"] <= 200
@@ -239,5 +249,5 @@ def test_perfect_recovery_quick_end_to_end(one_thread):
         rows.append(Row(p.point_id, p.params, "ok", r.metrics, None, 0.0, r.arrays))
     v = c.verdict(rows)
     assert v.status in ("holds", "fails", "inconclusive") and "ratio" in v.numbers
-    figs = c.figures(rows)
+    figs = FIGURES[c.id](rows)
     assert figs and all(f.axes[0].get_xlabel() for f in figs.values())

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.claims.highdim import INTERP, TVA
+from attnlab.claims.highdim.interpolation_threshold import CLAIM as INTERP
+from attnlab.claims.highdim.theory_vs_adam import CLAIM as TVA
 from attnlab.highdim import TrainConfig, mp_target, power_law_target, sample, simulate, train_erm
 
 
@@ -63,9 +64,9 @@ def test_claim_rows_record_the_device():
     res = INTERP.run(p)
     assert res.metrics["device"] == "cpu"
     # the row is the simulation run directly, bit for bit
-    from attnlab.claims.highdim import _cfg, _seed
+    from attnlab.claims.highdim._common import train_config
 
-    r = simulate(p["d"], p["alpha"], noise=p["noise"], lam=p["lam"], seed=_seed(p), config=_cfg(p.params))
+    r = simulate(p["d"], p["alpha"], noise=p["noise"], lam=p["lam"], seed=p.seed, config=train_config(p.p))
     assert (res.metrics["train_loss"], res.metrics["data_loss"], res.metrics["steps"]) == (
         r.train_loss,
         r.data_loss,

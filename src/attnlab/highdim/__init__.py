@@ -11,6 +11,8 @@ label-noise variance ``Δ``; the letter δ is kept for the spectral width of C3.
 
 from attnlab.highdim.data import TASKS, Dataset, attention, logits, mp_target, power_law_target, sample
 from attnlab.highdim.decomposition import ErrorDecomposition, decompose_error
+from attnlab.highdim.outliers import count_outliers, predicted_outliers
+from attnlab.highdim.scaling import PowerLawFit, local_exponents, plateau, power_law_fit
 from attnlab.highdim.spectra import (
     ConvolvedLaw,
     DiscreteSpectrum,
@@ -62,25 +64,31 @@ __all__ = [
     "PredictedSpectrum",
     "Setting",
     "Stability",
+    "PowerLawFit",
     "Thresholds",
     "TrainConfig",
     "TrainResult",
     "alpha_bar",
     "attention",
+    "count_outliers",
     "decompose_error",
     "evaluate",
     "flat_to_matrix",
     "interpolation_threshold",
     "lam_from_lam_tilde",
     "lam_tilde_from_lam",
+    "local_exponents",
     "logits",
     "mp_target",
     "perfect_recovery_bayes",
     "perfect_recovery_threshold",
     "perfect_recovery_unfactorised",
+    "plateau",
     "power_law_spectrum",
     "power_law_target",
+    "power_law_fit",
     "predict",
+    "predicted_outliers",
     "predicted_spectrum",
     "sample",
     "select_fixed_point",

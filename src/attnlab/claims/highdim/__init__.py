@@ -1,0 +1,26 @@
+"""Claims of paper C (docs/highdim.md C): single-head tied attention in high dimensions, one claim per
+file."""
+
+from attnlab.claims.highdim import (
+    emergence,
+    error_decomposition,
+    factorised_beats_frobenius,
+    interpolation_threshold,
+    perfect_recovery,
+    scaling_law,
+    spectrum,
+    theory_vs_adam,
+)
+
+CLAIMS = [
+    theory_vs_adam.CLAIM,
+    factorised_beats_frobenius.CLAIM,
+    spectrum.CLAIM,
+    interpolation_threshold.CLAIM,
+    perfect_recovery.CLAIM,
+    error_decomposition.CLAIM,
+    emergence.CLAIM,
+    scaling_law.CLAIM,
+]
+
+__all__ = ["CLAIMS"]

@@ -1,0 +1,56 @@
+"""What the claims of paper C share: the Adam configuration, the problem setting, row bookkeeping.
+
+Devices: the random inputs (targets, sequences, label noise, Adam's initialisation) are drawn from CPU
+generators exactly as on CPU and moved to ``point.device``, where the labels, the Adam ERM training, the test
+errors and the eigen-decompositions of trained matrices run (float64). The state evolution (numpy/scipy
+quadrature and small batched Newton solves) and the thresholds stay on CPU: theory-only rows record
+``"device": "cpu"``, rows with a simulation record where it ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from attnlab.engine.protocol import Row
+
+PAPER = "C"
+
+
+def device_name(device: Any) -> str:
+    """The device a computation ran on, as torch names it (``cpu``, ``cuda:0``)."""
+    import torch
+
+    return str(torch.empty(0, device=device).device)
+
+
+def ok_rows(rows: Sequence[Row]) -> tuple[list[Row], str]:
+    """(the rows that computed, a note on the failed ones)."""
+    good = [r for r in rows if r.ok]
+    bad = len(rows) - len(good)
+    return good, (f"{bad} failed row(s) ignored. " if bad else "")
+
+
+def train_config(p: Any):
+    """Adam's configuration from a claim's ``Params`` (fields ``max_steps`` and ``rtol``)."""
+    from attnlab.highdim import TrainConfig
+
+    return TrainConfig(max_steps=int(p.max_steps), rtol=float(p.rtol))
+
+
+def setting(p: Any, **over: Any):
+    """The problem of docs/highdim.md C from a claim's ``Params`` (fields ``kappa0``, ``noise``, ``tokens``,
+    ``lam``), with ``over`` replacing any of them (or adding ``target``)."""
+    from attnlab.highdim import Setting
+
+    kw = dict(kappa0=p.kappa0, noise=p.noise, tokens=p.tokens, lam=p.lam)
+    kw.update(over)
+    return Setting(**kw)
+
+
+def groups(rows: Sequence[Row], keys: Sequence[str]) -> dict[tuple[Hashable, ...], list[Row]]:
+    """Rows grouped by the values of the parameters ``keys``."""
+    out: dict = {}
+    for r in rows:
+        out.setdefault(tuple(r.params[k] for k in keys), []).append(r)
+    return out

@@ -1,0 +1,172 @@
+"""``highdim.theory-vs-adam``: Adam's test error and training loss match the state evolution
+(docs/highdim.md C3).
+
+Two sides, as separate points of one grid (``side``): the state evolution once per (α, λ̃) (it does not
+depend on d or on the seed) and Adam at dimension d with seed replicates per (α, λ̃). Both sides read the
+same problem from ``Params`` (κ0, Δ, T, λ̃), so ``--set kappa0=0.3`` moves the two together.
+
+Verdict rule: per (α, λ̃) and for the test error and the training loss, the relative gap of the Adam seed
+mean to the state evolution, over a tolerance ``max(seed spread, 3%)``; "holds" when the worst ratio is at
+most 1, "fails" otherwise at d ≥ 100 with at least two seeds, "inconclusive" on thinner data or with an
+unconverged state evolution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from attnlab.claims.highdim._common import PAPER, device_name, ok_rows, setting, train_config
+from attnlab.engine.protocol import Claim, Grid, Point, Result, Row, Verdict
+
+__all__ = ["CLAIM", "CLAIMS", "Params", "run", "verdict"]
+
+
+@dataclass(frozen=True)
+class Params:
+    side: Literal["simulation", "theory"] = "simulation"  # which side this point computes
+    alpha: float = 0.3016  # sample ratio n/d²
+    lam: float = 0.01  # λ̃, the nuclear-norm coefficient (weight decay λ = λ̃/√κ)
+    d: int = 100  # token dimension of the Adam side
+    kappa0: float = 0.5  # target rank ratio p0/d (both sides)
+    noise: float = 0.5  # label-noise variance Δ (both sides)
+    tokens: int = 2  # sequence length T (both sides)
+    nodes: int = 2048  # quadrature nodes of the state evolution's output expectation
+    max_steps: int = 2000  # Adam step cap
+    rtol: float = 1e-7  # Adam stops when the relative loss change stays below this
+
+
+def run(point: Point) -> Result:
+    from attnlab.highdim import simulate, state_evolution
+
+    p: Params = point.p
+    if p.side == "theory":
+        fp = state_evolution(setting(p), p.alpha, nodes=p.nodes)
+        return Result(
+            metrics={
+                "se_test_error": fp.test_error,
+                "se_train_loss": fp.train_loss,
+                "se_converged": fp.converged,
+                "device": "cpu",  # state evolution: numpy/scipy
+            }
+        )
+    r = simulate(
+        p.d,
+        p.alpha,
+        kappa0=p.kappa0,
+        noise=p.noise,
+        tokens=p.tokens,
+        lam=p.lam,
+        seed=point.seed,
+        config=train_config(p),
+        device=point.device,
+    )
+    return Result(
+        metrics={
+            "sim_test_error": r.test_error,
+            "sim_train_loss": r.train_loss,
+            "converged": r.converged,
+            "steps": r.steps,
+            "device": device_name(point.device),
+        }
+    )
+
+
+def sides(rows: Sequence[Row]) -> tuple[dict, dict]:
+    """(theory, simulation): the state-evolution metrics per (α, λ̃) and the Adam rows per (α, λ̃)."""
+    theory: dict = {}
+    sim: dict = {}
+    for r in rows:
+        key = (r.params["alpha"], r.params["lam"])
+        if "se_test_error" in r.metrics:
+            theory.setdefault(key, r.metrics)
+        if "sim_test_error" in r.metrics:
+            sim.setdefault(key, []).append(r)
+    return theory, sim
+
+
+def verdict(rows: Sequence[Row]) -> Verdict:
+    good, note = ok_rows(rows)
+    theory, sim = sides(good)
+    pairs = sorted(k for k in sim if k in theory)
+    if not pairs:
+        return Verdict("inconclusive", {}, "-", note + "needs a state-evolution and an Adam row per (α, λ̃)")
+    worst, d = 0.0, min(r.params["d"] for k in pairs for r in sim[k])
+    nums: dict = {}
+    seeds = min(len(sim[k]) for k in pairs)
+    unconverged = [k for k in pairs if theory[k].get("se_converged") is False]
+    for a, lam in pairs:
+        rs, th_m = sim[(a, lam)], theory[(a, lam)]
+        for key in ("test_error", "train_loss"):
+            vals = np.array([r.metrics["sim_" + key] for r in rs])
+            th = th_m["se_" + key]
+            gap = abs(vals.mean() - th) / abs(th)
+            spread = vals.std(ddof=1) / abs(th) if vals.size > 1 else 0.0
+            tol = max(spread, 0.03)
+            nums[f"rel_gap_{key}_a{a}_l{lam}"] = gap
+            nums[f"rel_spread_{key}_a{a}_l{lam}"] = spread
+            worst = max(worst, gap / tol)
+    nums["worst_gap_over_tol"] = worst
+    nums["d"] = d
+    nums["seeds"] = seeds
+    nums["alphas"] = sorted({a for a, _ in pairs})
+    nums["lams"] = sorted({lam for _, lam in pairs})
+    tol = "relative gap of the seed mean <= max(seed std, 3%), test error and training loss"
+    ctx = f"d = {d}, {seeds} seed(s) per point, {len(pairs)} (α, λ̃) point(s)"
+    if unconverged:
+        note += f"state evolution not converged at {unconverged}; "
+    if worst <= 1:
+        thin = d < 100 or seeds < 2
+        status = "inconclusive" if unconverged else "holds"
+        return Verdict(
+            status, nums, tol, note + ctx + (" (below the issue's d = 100 or 2 seeds)" if thin else "")
+        )
+    if d < 100 or seeds < 2 or unconverged:
+        return Verdict(
+            "inconclusive",
+            nums,
+            tol,
+            note + f"gap above tolerance at {ctx}; the 3% finite-d gap is calibrated at d = 100 with "
+            "several seeds",
+        )
+    return Verdict("fails", nums, tol, note + ctx)
+
+
+CLAIM = Claim(
+    id="highdim.theory-vs-adam",
+    kind="theorem",
+    paper=PAPER,
+    statement="Adam's test error and training loss match the state-evolution prediction (within the larger "
+    "of the seed spread and 3% at d = 100).",
+    version=2,
+    params=Params,
+    # the simulation grid carries the seed replicates; the state evolution (deterministic, independent of
+    # d) is an extra grid with its one replicate fixed (rep = 0)
+    grids={
+        "quick": Grid(
+            {"alpha": [0.3016, 0.5], "lam": [0.01, 0.1]},
+            {"side": "simulation", "d": 100, "max_steps": 1500},
+            seeds=3,
+            extra=[Grid({"alpha": [0.3016, 0.5], "lam": [0.01, 0.1]}, {"side": "theory", "rep": 0})],
+        ),
+        "full": Grid(
+            {"alpha": [0.15, 0.3016, 0.5, 1.0], "lam": [0.01, 0.1]},
+            {"side": "simulation", "d": 100},
+            seeds=5,
+            extra=[
+                Grid(
+                    {"alpha": [0.15, 0.3016, 0.5, 1.0], "lam": [0.01, 0.1]},
+                    {"side": "theory", "nodes": 8192, "rep": 0},
+                )
+            ],
+        ),
+    },
+    run=run,
+    verdict=verdict,
+)
+
+#: the engine finds a point's claim through the module of its run function
+CLAIMS = [CLAIM]

@@ -1,0 +1,79 @@
+"""Power laws of the excess test error in the number of samples (docs/highdim.md C6).
+
+The excess error ``e − e0`` of a run is measured at several sample sizes ``x = n/d`` (one value per seed
+replicate); :func:`power_law_fit` fits the exponent of the seed-mean curve in log-log coordinates and its
+standard error from the per-seed exponents, :func:`local_exponents` gives the exponents over successive
+windows (a power law has constant local exponents; a drift says the law has not set in, and a fit over a
+window that straddles a crossover measures the crossover), and :func:`plateau` says whether the last
+windows agree. The statistics themselves are :mod:`attnlab.core.stats`'s.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from attnlab.core.stats import local_slopes, loglog_slope
+
+__all__ = ["PowerLawFit", "local_exponents", "plateau", "power_law_fit"]
+
+
+@dataclass(frozen=True)
+class PowerLawFit:
+    """Exponent of ``y ∝ x^slope`` over ``x`` (the points whose seed-mean ``y`` is positive).
+
+    ``se``: standard error of the exponent from the per-seed exponents (nan with fewer than two complete
+    seeds); ``per_seed``: those exponents.
+    """
+
+    slope: float
+    se: float
+    x: np.ndarray
+    y: np.ndarray
+    per_seed: tuple[float, ...]
+
+
+def power_law_fit(x: Sequence[float], y_by_seed: Sequence[Sequence[float]]) -> PowerLawFit | None:
+    """Fit a power law to the seed mean of ``y_by_seed`` (seeds × len(x); nan where a seed is missing).
+
+    Points whose seed mean is not positive are dropped; None with fewer than three points left. A seed
+    contributes a per-seed exponent only when it has a positive value at every kept point.
+    """
+    xa = np.asarray(x, dtype=float)
+    ya = np.atleast_2d(np.asarray(y_by_seed, dtype=float))
+    if xa.ndim != 1 or ya.shape[1] != xa.size:
+        raise ValueError(f"y_by_seed: expected shape (seeds, {xa.size}), got {ya.shape}")
+    if np.any(xa <= 0):
+        raise ValueError(f"x: expected positive sample sizes, got {xa.tolist()}")
+    means = np.array([np.mean(col[~np.isnan(col)]) if np.any(~np.isnan(col)) else np.nan for col in ya.T])
+    keep = np.flatnonzero(means > 0)
+    if keep.size < 3:
+        return None
+    xs, ys = xa[keep], means[keep]
+    slope = loglog_slope(xs, ys)
+    per_seed = []
+    for row in ya[:, keep]:
+        if np.all(~np.isnan(row)) and np.all(row > 0):
+            per_seed.append(float(loglog_slope(xs, row)))
+    se = float(np.std(per_seed, ddof=1) / math.sqrt(len(per_seed))) if len(per_seed) > 1 else math.nan
+    return PowerLawFit(float(slope), se, xs, ys, tuple(per_seed))
+
+
+def local_exponents(x: Sequence[float], y: Sequence[float], window: int = 2) -> list[float | None]:
+    """Log-log exponents of ``y`` against ``x`` over successive windows of ``window + 1`` points."""
+    return local_slopes(x, y, window)
+
+
+def plateau(exponents: Sequence[float | None], tol: float, last: int = 2) -> bool:
+    """True when the ``last`` local exponents all exist and lie within ``tol`` of each other."""
+    if last < 1:
+        raise ValueError(f"last: expected an integer >= 1, got {last!r}")
+    if tol < 0:
+        raise ValueError(f"tol: expected a non-negative tolerance, got {tol!r}")
+    tail = list(exponents)[-last:]
+    if len(tail) < last or any(e is None or not math.isfinite(e) for e in tail):
+        return False
+    return max(tail) - min(tail) <= tol

@@ -1,0 +1,65 @@
+"""Predicted and measured outliers of the learned spectrum, against planted spectra and the support
+components of the convolved law counted directly."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from attnlab.highdim import (
+    DiscreteSpectrum,
+    FixedPoint,
+    Setting,
+    count_outliers,
+    power_law_spectrum,
+    predicted_outliers,
+    predicted_spectrum,
+    semicircle_convolution,
+)
+
+
+def _fp(delta: float, eps: float, eta: float = 1.0) -> FixedPoint:
+    # only δ, ε, η enter the predicted spectrum; the other order parameters are placeholders
+    vals = {f.name: 0.0 for f in dataclasses.fields(FixedPoint) if f.name not in ("stable", "candidates")}
+    vals.update(delta=delta, eps=eps, eta=eta, iterations=1, converged=True)
+    return FixedPoint(**vals)
+
+
+def test_three_planted_spikes_are_three_outliers():
+    # 37 zero eigenvalues (the bulk after a small semicircle smearing) and three isolated spikes far above
+    # it: each spike is its own support component of mass 1/d, so exactly three outliers at d = 40
+    s = np.concatenate([np.zeros(37), [6.0, 9.0, 12.0]])
+    setting = Setting(target=DiscreteSpectrum(s), noise=0.1, lam=0.01)
+    ps = predicted_spectrum(setting, _fp(delta=0.3, eps=0.05, eta=1.3))
+    assert predicted_outliers(ps, 40) == 3
+    # the measured count uses the same edge: eigenvalues above it, whatever their number
+    assert count_outliers(np.array([0.0, 0.1, ps.outlier_edge, ps.outlier_edge + 1e-9, 50.0]), ps) == 2
+
+
+@pytest.mark.parametrize(("delta", "eps"), [(0.3, 0.1), (0.6, 0.2), (1.0, 0.5)])
+def test_count_matches_the_support_components_counted_directly(delta, eps):
+    # second method: the mass of the convolved law's components above the bulk component (the one holding
+    # the most mass), from the law itself rather than the tabulated density of the predicted spectrum;
+    # both round d × mass, so they agree exactly unless a mass sits within the trapezoid error (~1e-4 of
+    # a mode here) of a half-integer
+    d = 40
+    spec = power_law_spectrum(d, 1.0)
+    law = semicircle_convolution(spec, delta)
+    masses = [law.mass_above(a) - law.mass_above(b) for a, b in law.intervals]
+    ib = int(np.argmax(masses))
+    direct = round(sum(m for (a, b), m in zip(law.intervals[ib + 1 :], masses[ib + 1 :]) if b > eps) * d)
+    ps = predicted_spectrum(Setting(target=spec, noise=0.1, lam=0.01), _fp(delta, eps))
+    assert predicted_outliers(ps, d) == direct
+    assert direct >= 1  # the power law's leading eigenvalues stand out at these widths
+
+
+def test_bad_inputs():
+    ps = predicted_spectrum(Setting(target=power_law_spectrum(10, 1.0)), _fp(0.3, 0.1))
+    with pytest.raises(ValueError, match="d"):
+        predicted_outliers(ps, 0)
+    with pytest.raises(ValueError, match="spectrum"):
+        predicted_outliers("x", 10)
+    with pytest.raises(ValueError, match="eigenvalues"):
+        count_outliers(np.zeros((2, 2)), ps)

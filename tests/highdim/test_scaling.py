@@ -1,0 +1,63 @@
+"""Power-law fits of the excess error: exact power laws, per-seed standard errors computed by hand,
+missing seeds, local exponents and their plateau."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from attnlab.highdim import local_exponents, plateau, power_law_fit
+
+
+def test_exact_power_law_gives_its_exponent():
+    x = np.array([2.0, 4.0, 8.0, 16.0])
+    fit = power_law_fit(x, [3 * x**-0.5, 3 * x**-0.5])
+    # log y is exactly linear in log x: least squares returns the exponent to rounding
+    assert fit.slope == pytest.approx(-0.5, abs=1e-12)
+    assert fit.se == pytest.approx(0.0, abs=1e-12) and len(fit.per_seed) == 2
+
+
+def test_standard_error_is_that_of_the_per_seed_exponents():
+    x = np.array([1.0, 2.0, 4.0])
+    ys = [x**-1.0 * np.array([1.0, 1.0, 1.1]), x**-1.0 * np.array([1.0, 1.0, 0.9]), x**-1.0]
+    fit = power_law_fit(x, ys)
+    # by hand: a seed's exponent is the least-squares slope of log y on log x
+    lx = np.log(x)
+    slopes = [
+        np.sum((lx - lx.mean()) * (np.log(y) - np.log(y).mean())) / np.sum((lx - lx.mean()) ** 2) for y in ys
+    ]
+    assert fit.per_seed == pytest.approx(slopes, abs=1e-12)
+    assert fit.se == pytest.approx(np.std(slopes, ddof=1) / math.sqrt(3), rel=1e-12)
+    mean = np.mean(ys, axis=0)
+    assert fit.slope == pytest.approx(
+        np.sum((lx - lx.mean()) * (np.log(mean) - np.log(mean).mean())) / np.sum((lx - lx.mean()) ** 2),
+        abs=1e-12,
+    )
+
+
+def test_missing_and_non_positive_points():
+    x = [1.0, 2.0, 4.0, 8.0]
+    y = [[1.0, 0.5, 0.25, -1.0], [1.0, 0.5, np.nan, -1.0]]
+    fit = power_law_fit(x, y)
+    # the last point's mean is negative: dropped; the second seed misses a kept point: no exponent
+    assert list(fit.x) == [1.0, 2.0, 4.0] and len(fit.per_seed) == 1 and math.isnan(fit.se)
+    assert fit.slope == pytest.approx(-1.0, abs=1e-12)
+    assert power_law_fit([1.0, 2.0, 4.0], [[1.0, -1.0, 0.5]]) is None
+    with pytest.raises(ValueError, match="y_by_seed"):
+        power_law_fit([1.0, 2.0], [[1.0, 2.0, 3.0]])
+    with pytest.raises(ValueError, match="x"):
+        power_law_fit([0.0, 1.0, 2.0], [[1.0, 2.0, 3.0]])
+
+
+def test_local_exponents_and_plateau():
+    # a crossover from x^-1 to x^-0.5 at x = 8: early windows see -1, late ones -0.5
+    x = 2.0 ** np.arange(8)
+    y = np.where(x <= 8, 8 / x, np.sqrt(8 / x))
+    loc = local_exponents(x, y, window=1)
+    assert loc[0] == pytest.approx(-1.0) and loc[-1] == pytest.approx(-0.5)
+    assert plateau(loc, tol=1e-9, last=3) and not plateau(loc, tol=0.1, last=len(loc))
+    assert not plateau([None, -0.5], tol=1.0) and not plateau([-0.5], tol=1.0, last=2)
+    with pytest.raises(ValueError, match="last"):
+        plateau(loc, tol=0.1, last=0)
