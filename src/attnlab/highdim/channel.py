@@ -1,4 +1,4 @@
-"""The output channel of the state evolution (THEORY.md C3): its expectations on fixed nodes.
+"""The output channel of the state evolution (docs/highdim.md C3): its expectations on fixed nodes.
 
 The expectation over the output channel is a deterministic function of ``(q, m, Σ)``: fixed
 scrambled-Sobol nodes (mapped to Gaussians) are drawn once per solve and reused by every iteration, so the
@@ -77,16 +77,18 @@ class OutputChannel:
         g = math.sqrt(2.0) * torch.erfinv(2 * u - 1)  # (N, 3K) standard normals
         self.g1, self.g2, self.xi = g[:, :K], g[:, K : 2 * K], g[:, 2 * K :]  # (N, K) each
         self.L = flat_to_matrix_map(T)  # (T², K)
+        self._Lrows = self.L.reshape(T, T, K)  # (T, T, K) [row a, column c, k]
+        self._eye = torch.eye(K, dtype=_DTYPE)
         self.T, self.K, self.N = T, K, nodes
         q0 = setting.q0
         self.zstar = math.sqrt(q0) * self.g1  # (N, K)
         noisy = self.zstar + math.sqrt(setting.noise / 2) * self.xi
         self.y = self._softmax(noisy, setting.beta0)  # (N, T²)
-        self._h_prev: torch.Tensor | None = None
 
     def _softmax(self, v: torch.Tensor, beta: float) -> torch.Tensor:
         A = (v @ self.L.T).reshape(-1, self.T, self.T)  # (N, T, T)
-        return torch.softmax(beta * A, dim=-1).reshape(-1, self.T * self.T)  # (N, T²)
+        E = torch.exp(beta * (A - A.amax(-1, keepdim=True)))  # (N, T, T)
+        return (E / E.sum(-1, keepdim=True)).reshape(-1, self.T * self.T)  # (N, T²)
 
     def z_of(self, q: float, m: float) -> torch.Tensor:
         q0 = self.s.q0
@@ -101,68 +103,92 @@ class OutputChannel:
         val = ((h - z) ** 2).sum(-1) / (2 * sigma) + (r**2).sum((-1, -2))  # (N,)
         if not need_jac:
             return val, None, None
-        # dP_ab/dA_ac = β P_ab (δ_bc − P_ac): per row a, a T×T block
-        eye = torch.eye(T, dtype=_DTYPE)
-        JA = beta * (P.unsqueeze(-1) * eye - P.unsqueeze(-1) * P.unsqueeze(-2))  # (N, T, T, T) [a, b, c]
-        # flat Jacobian: dP_ab/dh_k = Σ_c JA[a,b,c] L[(a,c), k]
-        Lr = self.L.reshape(T, T, self.K)  # (T, T, K) [a, c, k]
-        Jh = torch.einsum("nabc,ack->nabk", JA, Lr).reshape(-1, T * T, self.K)  # (N, T², K)
-        rf = r.reshape(-1, T * T)  # (N, T²)
-        grad = (h - z) / sigma - 2 * torch.einsum("npk,np->nk", Jh, rf)  # (N, K)
-        # exact Hessian: 2 JᵀJ − 2 Σ r_ab ∂²P_ab, with, per row a,
-        # ∂²P_b/∂A_c∂A_e = β² [P_b (δ_be − P_e)(δ_bc − P_c) − P_b P_c (δ_ce − P_e)]
-        D = eye - P.unsqueeze(-2)  # (N, a, b, c) = δ_bc − P_ac
-        D = D.expand(-1, T, T, T)
-        Pb = P.unsqueeze(-1).unsqueeze(-1)  # (N, a, b, 1, 1)
-        t1 = Pb * D.unsqueeze(-1) * D.unsqueeze(-2)  # (N, a, b, c, e)
-        Pc = P.unsqueeze(-2).unsqueeze(-1)  # (N, a, 1, c, 1)
-        De = eye.unsqueeze(0).unsqueeze(0) - P.unsqueeze(-2).unsqueeze(-2)  # (N, a, 1, c, e) δ_ce − P_ae
-        t2 = Pb * Pc * De  # (N, a, b, c, e)
-        HA = beta**2 * torch.einsum("nab,nabce->nace", r, t1 - t2)  # (N, a, c, e)
-        Hh = torch.einsum("nace,ack,aej->nkj", HA, Lr, Lr)  # (N, K, K)
-        Hgn = torch.eye(self.K, dtype=_DTYPE) / sigma + 2 * Jh.transpose(1, 2) @ Jh  # (N, K, K)
-        H = Hgn - 2 * Hh
+        # Per row a of the logits, with p = P_a, r = r_a and r̄ = p·r: the softmax Jacobian is
+        # J = β (diag p − p pᵀ) (symmetric), the gradient of ‖r‖² is −2 J r = −2β p ⊙ (r − r̄), and the
+        # Hessian of p·r at fixed r is β² (diag u − u pᵀ − p uᵀ) with u = p ⊙ (r − r̄); so the Hessian of
+        # ‖y − p‖² in the logits of row a is 2 J² − 2 β² (diag u − u pᵀ − p uᵀ). The logits are A = L h,
+        # block-diagonal over rows: gradient Lᵀ ∇_A and Hessian Lᵀ blockdiag(·) L.
+        u = P * (r - (r * P).sum(-1, keepdim=True))  # (N, T, T)
+        grad = (h - z) / sigma - 2 * beta * u.reshape(-1, T * T) @ self.L  # (N, K)
+        JA = beta * (torch.diag_embed(P) - P.unsqueeze(-1) * P.unsqueeze(-2))  # (N, T, T, T) [a, b, c]
+        up = u.unsqueeze(-1) * P.unsqueeze(-2)  # (N, T, T, T) u_b p_c
+        Hf = beta**2 * (torch.diag_embed(u) - up - up.transpose(-1, -2))  # (N, T, T, T)
+        Lr = self._Lrows  # (T, T, K) [a, c, k]
+        GN = torch.einsum("nabc,ack->nabk", 2 * JA @ JA, Lr)  # (N, T, T, K)
+        Hgn = self._eye / sigma + torch.einsum("abk,nabj->nkj", Lr, GN)  # (N, K, K)
+        H = Hgn - 2 * torch.einsum("abk,nabj->nkj", Lr, torch.einsum("nabc,ack->nabk", Hf, Lr))
         # fall back to Gauss–Newton where the exact Hessian is not positive definite
         _, info = torch.linalg.cholesky_ex(H)
         H = torch.where((info == 0).view(-1, 1, 1), H, Hgn)
         return val, grad, H
 
-    def prox(self, z: torch.Tensor, sigma: float, tol: float = 1e-11, max_iter: int = 100):
-        """``h = argmin ‖h − z‖²/(2Σ) + ‖y − σ_β(h)‖²`` for every node; returns (h, value at h)."""
-        h = z.clone()
+    def prox(
+        self,
+        z: torch.Tensor,
+        sigma: float,
+        tol: float = 1e-11,
+        max_iter: int = 100,
+        *,
+        h0: torch.Tensor | None = None,
+    ):
+        """``h = argmin ‖h − z‖²/(2Σ) + ‖y − σ_β(h)‖²`` for every node; returns (h, value at h).
+
+        Newton's method from ``h0`` (default ``z``, the cold start) on the nodes whose scale-free gradient
+        ``Σ·max|∇|`` is still above ``tol``: converged nodes leave the batch, so the late iterations cost
+        only what the slow nodes cost. ``h0`` warm-starts from a nearby solution (a neighbouring ``(q, m, Σ)``
+        of a fixed-point iteration); the objective need not be convex, so a warm start can end in another
+        local minimum than the cold start: callers check against the cold start (see
+        :func:`attnlab.highdim.fixed_point.solve_anderson`).
+        """
+        h = (z if h0 is None else h0).clone()  # (N, K)
+        idx = torch.arange(h.shape[0])
         for _ in range(max_iter):
-            val, grad, H = self._loss_grad(h, z, sigma)
-            gnorm = grad.abs().amax(-1) * sigma  # (N,) scale-free
-            if float(gnorm.max()) < tol:
-                break
-            step = -torch.linalg.solve(H, grad.unsqueeze(-1)).squeeze(-1)  # (N, K)
-            t = torch.ones(h.shape[0], 1, dtype=_DTYPE)
+            zi, yi = z[idx], self.y[idx]
+            hi = h[idx]
+            val, grad, H = self._loss_grad(hi, zi, sigma, y=yi)
+            gnorm = grad.abs().amax(-1) * sigma  # (n,) scale-free
             active = gnorm >= tol
+            if not bool(active.any()):
+                break
+            if not bool(active.all()):
+                idx, zi, yi, hi = idx[active], zi[active], yi[active], hi[active]
+                val, grad, H = val[active], grad[active], H[active]
+            step, info = torch.linalg.solve_ex(H, grad.unsqueeze(-1))  # (n, K, 1)
+            step = torch.where((info == 0).view(-1, 1), -step.squeeze(-1), -sigma * grad)  # (n, K)
+            t = torch.ones(hi.shape[0], 1, dtype=_DTYPE)
+            slope = (grad * step).sum(-1)  # (n,) predicted decrease (negative)
+            # a full step whose predicted decrease is below rounding is taken (quadratic regime)
+            tiny = -slope < 1e-13 * (1 + val.abs())
             for _ in range(30):
-                cand = h + t * step
-                cval, _, _ = self._loss_grad(cand, z, sigma, need_jac=False)
-                slope = (grad * step).sum(-1)  # (N,) predicted decrease (negative)
-                # Armijo, or a full step whose predicted decrease is below rounding (quadratic regime)
-                tiny = (-slope < 1e-13 * (1 + val.abs())) & (t.squeeze(-1) == 1)
-                ok = (cval <= val + 1e-4 * t.squeeze(-1) * slope) | tiny | ~active
+                cval, _, _ = self._loss_grad(hi + t * step, zi, sigma, need_jac=False, y=yi)
+                # Armijo, or the full step in the quadratic regime
+                ok = (cval <= val + 1e-4 * t.squeeze(-1) * slope) | (tiny & (t.squeeze(-1) == 1))
                 if bool(ok.all()):
                     break
                 t = torch.where(ok.unsqueeze(-1), t, t / 2)
-            h = torch.where(active.unsqueeze(-1), h + t * step, h)
+            h[idx] = hi + t * step
         val, _, _ = self._loss_grad(h, z, sigma, need_jac=False)
         return h, val
 
     def hats(self, q: float, m: float, sigma: float, alpha: float) -> tuple[float, float, float, float]:
-        """``(q̂, m̂, Σ̂, E[M])`` from the output equations of THEORY.md C3."""
+        """``(q̂, m̂, Σ̂, E[M])`` from the output equations of docs/highdim.md C3 (cold-started proximal
+        step)."""
+        return self.hats_and_prox(q, m, sigma, alpha)[:4]
+
+    def hats_and_prox(
+        self, q: float, m: float, sigma: float, alpha: float, h0: torch.Tensor | None = None
+    ) -> tuple[float, float, float, float, torch.Tensor]:
+        """As :meth:`hats`, the proximal step started from ``h0`` (default: cold), and the solution ``h``
+        (N, K) itself (to warm-start the next evaluation)."""
         q0 = self.s.q0
         z = self.z_of(q, m)
-        h, M = self.prox(z, sigma)
+        h, M = self.prox(z, sigma, h0=h0)
         dz = h - z  # (N, K)
         C = q0 * q - m * m
         qh = 2 * alpha * float((dz**2).sum(-1).mean()) / sigma**2
         mh = 2 * alpha * float((dz * (q * self.zstar - m * z)).sum(-1).mean()) / (sigma * C)
         sh = -2 * alpha * float((dz * (q0 * z - m * self.zstar)).sum(-1).mean()) / (sigma * C)
-        return qh, mh, sh, float(M.mean())
+        return qh, mh, sh, float(M.mean()), h
 
     def test_error(self, q: float, m: float) -> float:
         """``E‖σ_β0(z0) − σ_β(z)‖²`` with noisy ``z0`` (same nodes)."""

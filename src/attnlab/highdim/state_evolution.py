@@ -1,4 +1,4 @@
-"""State evolution of the ERM fixed point (THEORY.md C3): order parameters, observables, stability.
+"""State evolution of the ERM fixed point (docs/highdim.md C3): order parameters, observables, stability.
 
 The regularisation parameter of everything here is ``λ̃`` (``lam``), the coefficient of the nuclear norm in
 ``d λ̃ Tr S``; the weight-decay coefficient ``λ`` of ``λ‖W‖²`` is ``λ̃/√κ`` (:func:`lam_from_lam_tilde`).
@@ -11,18 +11,17 @@ fixed-point iteration, the choice among several fixed points and their local sta
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 
 from attnlab.core.validation import check_int, check_real
 from attnlab.highdim.channel import OutputChannel, _one_thread, flat_to_matrix
 from attnlab.highdim.channel import flat_to_matrix_map as flat_to_matrix_map
+from attnlab.highdim.fixed_point import FixedPoint, Stability, _prior, solve_anderson, solve_damped
 from attnlab.highdim.learned_spectrum import PredictedSpectrum, predicted_spectrum
 from attnlab.highdim.setting import Setting, lam_from_lam_tilde, lam_tilde_from_lam
-from attnlab.highdim.spectra import J_and_derivatives, JValue
 
 __all__ = [
     "Setting",
@@ -41,86 +40,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class FixedPoint:
-    """A state-evolution fixed point and its observables (all per THEORY.md C3 conventions).
-
-    ``test_error`` is against noisy labels (includes the irreducible part); ``train_loss`` is
-    (data loss + penalty)/d²; ``s_error`` is ``‖Ŝ − S0‖_F²/d``; ``rank_fraction`` is ``μ_δ((ε, ∞))``.
-    """
-
-    alpha: float
-    q: float
-    m: float
-    sigma: float
-    q_hat: float
-    m_hat: float
-    sigma_hat: float
-    test_error: float
-    train_loss: float
-    s_error: float
-    rank_fraction: float
-    delta: float
-    eps: float
-    eta: float
-    iterations: int
-    converged: bool
-    max_rel_change: float
-    #: local stability (:attr:`Stability.attracting`) when checked (multi-start solves), else None
-    stable: bool | None = None
-    #: the distinct fixed points a multi-start solve found (this one among them); empty for one start
-    candidates: tuple[FixedPoint, ...] = field(default=(), repr=False)
-
-    def to_dict(self) -> dict:
-        d = {k: v for k, v in asdict(self).items() if k != "candidates"}
-        d["candidates"] = [{k: v for k, v in asdict(c).items() if k != "candidates"} for c in self.candidates]
-        return d
-
-    @property
-    def params(self) -> tuple[float, float, float, float, float, float]:
-        return (self.q, self.m, self.sigma, self.q_hat, self.m_hat, self.sigma_hat)
-
-
-@dataclass(frozen=True)
-class Stability:
-    """Local stability of a fixed point of the state-evolution map (not the paper's replicon condition).
-
-    ``radius_undamped``: spectral radius of the Jacobian of the undamped map ``(q, m, Σ) -> (q, m, Σ)``
-    (finite differences, same nodes); ``radius_damped``: the same for the damped map used by the solver.
-    ``stable`` means the damped iteration is locally attracting (``radius_damped < 1``); see also
-    :attr:`attracting` (damping-independent).
-    """
-
-    radius_undamped: float
-    radius_damped: float
-    eigenvalues: tuple[complex, ...]
-    stable: bool
-
-    @property
-    def attracting(self) -> bool:
-        """True when some damping makes the iteration locally attracting: every eigenvalue ``λ`` of the
-        undamped Jacobian has ``Re λ < 1`` (then ``|d + (1 − d) λ| < 1`` for ``d`` close enough to 1).
-        This is the criterion used to choose among several fixed points; it does not depend on the
-        damping a solve happened to use."""
-        return all(ev.real < 1 for ev in self.eigenvalues)
-
-
-def _prior(setting: Setting, qh: float, mh: float, sh: float) -> tuple[float, float, float, JValue, float]:
-    """Matrix-denoising (prior) equations: ``(q, m, Σ)`` from the hats; returns also J and (δ, ε, η)."""
-    delta = math.sqrt(max(qh, 1e-300)) / mh
-    eps = 2 * setting.lam / mh
-    eta = mh / sh
-    jv = J_and_derivatives(setting.spectrum, delta, eps)
-    q = eta**2 * jv.J
-    m = eta * (jv.J - delta / 2 * jv.dJ_ddelta - eps / 2 * jv.dJ_deps)
-    sigma = jv.dJ_ddelta / (2 * delta * sh)
-    return q, m, sigma, jv, eta
-
-
-def _train_loss(alpha, q, m, sigma, qh, mh, sh, EM, jv: JValue) -> float:
-    return (qh * sigma - sh * q) / 4 + mh * m / 2 + alpha * EM - mh**2 / (4 * sh) * jv.J
-
-
 def state_evolution(
     setting: Setting,
     alpha: float,
@@ -133,8 +52,9 @@ def state_evolution(
     nodes: int = 4096,
     seed: int = 0,
     channel: OutputChannel | None = None,
+    method: str = "anderson",
 ) -> FixedPoint:
-    """Solve the state-evolution equations of THEORY.md C3 at sample ratio ``α = n/d²``.
+    """Solve the state-evolution equations of docs/highdim.md C3 at sample ratio ``α = n/d²``.
 
     Parameters
     ----------
@@ -145,7 +65,7 @@ def state_evolution(
     init : FixedPoint or (q, m, Σ) or None
         Warm start (e.g. the neighbouring point of a sweep).
     starts : "auto", a sequence of starts, or None
-        Several fixed points (THEORY.md C3: "take the one with the lowest training loss that is
+        Several fixed points (docs/highdim.md C3: "take the one with the lowest training loss that is
         stable"). None (the default): one solve from ``init`` (or the default start), no stability check
         — the cost of one point. ``"auto"``: solve from well-spread starts — the warm start ``init`` when
         given, the default start ``(Q0/2, 0.4 Q0, 1)``, an uninformed one (small ``q`` and ``m``) and one
@@ -160,15 +80,21 @@ def state_evolution(
         Weight of the old value in each update, in [0, 1); a run that does not converge is retried with
         the damping raised by 0.3 (up to 0.9).
     tol : float
-        Stop when the largest relative change of the six order parameters is below ``tol``.
+        ``"anderson"``: stop when the relative fixed-point residual is below ``tol/10`` (the distance to
+        the fixed point is then below ``tol`` for a contraction factor up to 0.9); ``"damped"``: stop when
+        the largest relative change of the six order parameters in one iteration is below ``tol``.
     max_iter : int
-        Iteration cap (``converged`` is False when reached).
+        Iteration cap (map evaluations; ``converged`` is False when reached).
     nodes : int
         Number of fixed quasi-random nodes of the output expectation.
     seed : int
         Scrambling seed of the nodes.
     channel : OutputChannel, optional
         Precomputed nodes for ``setting`` (sweeps share one).
+    method : "anderson" or "damped"
+        The iteration (:mod:`attnlab.highdim.fixed_point`): Anderson acceleration of the damped iteration
+        with warm-started proximal steps (the default; checked against cold starts at convergence), or the
+        plain damped iteration. Both find the same fixed point.
 
     Returns
     -------
@@ -178,18 +104,21 @@ def state_evolution(
     damping = check_real("damping", damping, min=0.0, max=1.0, max_open=True)
     tol = check_real("tol", tol, min=0.0, min_open=True)
     max_iter = check_int("max_iter", max_iter, min=1)
+    if method not in _METHODS:
+        raise ValueError(f"method: expected one of {', '.join(_METHODS)}, got {method!r}")
+    solve = _METHODS[method]
     start_list = _starts(setting, init, starts)
     with _one_thread():
         if start_list is None:
-            return _solve_retry(setting, alpha, init, damping, tol, max_iter, nodes, seed, channel)
+            return _solve_retry(solve, setting, alpha, init, damping, tol, max_iter, nodes, seed, channel)
         ch = channel if channel is not None else OutputChannel(setting, nodes, seed)
         found: list[FixedPoint] = []
         for st in start_list:
-            fp = _solve_retry(setting, alpha, st, damping, tol, max_iter, nodes, seed, ch)
+            fp = _solve_retry(solve, setting, alpha, st, damping, tol, max_iter, nodes, seed, ch)
             if fp.converged and not any(_same_point(fp, o) for o in found):
                 found.append(fp)
         if not found:  # nothing converged: report the first start's attempt, unchecked
-            return _solve_retry(setting, alpha, start_list[0], damping, tol, max_iter, nodes, seed, ch)
+            return _solve_retry(solve, setting, alpha, start_list[0], damping, tol, max_iter, nodes, seed, ch)
         checked = [replace(f, stable=stability(setting, f, channel=ch).attracting) for f in found]
         best = checked[select_fixed_point(checked)]
         return replace(best, candidates=tuple(checked))
@@ -233,7 +162,7 @@ def _same_point(a: FixedPoint, b: FixedPoint, rtol: float = 1e-3) -> bool:
 
 
 def select_fixed_point(candidates: Sequence[FixedPoint]) -> int:
-    """Index of the fixed point to report among ``candidates`` (THEORY.md C3).
+    """Index of the fixed point to report among ``candidates`` (docs/highdim.md C3).
 
     The rule: among converged candidates whose ``stable`` is True, the lowest ``train_loss``; when none
     is known to be stable, the lowest training loss among the converged ones whose stability is
@@ -252,81 +181,19 @@ def select_fixed_point(candidates: Sequence[FixedPoint]) -> int:
     return min(pool, key=lambda i: candidates[i].train_loss)
 
 
-def _solve_retry(setting, alpha, init, damping, tol, max_iter, nodes, seed, channel) -> FixedPoint:
-    fp = _solve(setting, alpha, init, damping, tol, max_iter, nodes, seed, channel)
+_METHODS = {"anderson": solve_anderson, "damped": solve_damped}
+
+
+def _solve_retry(solve, setting, alpha, init, damping, tol, max_iter, nodes, seed, channel) -> FixedPoint:
+    ch = channel if channel is not None else OutputChannel(setting, nodes, seed)
+    fp = solve(setting, alpha, init, damping, tol, max_iter, ch)
     # an iteration that left the valid region (or stalled) is retried with stronger damping
     while not fp.converged and damping < 0.85:
         damping = min(0.9, damping + 0.3)
-        fp = _solve(setting, alpha, init, damping, tol, max_iter, nodes, seed, channel)
+        fp = solve(setting, alpha, init, damping, tol, max_iter, ch)
+    if not fp.converged and solve is solve_anderson:  # the plain damped iteration as the last resort
+        return _solve_retry(solve_damped, setting, alpha, init, 0.3, tol, max_iter, nodes, seed, ch)
     return fp
-
-
-def _solve(setting, alpha, init, damping, tol, max_iter, nodes, seed, channel) -> FixedPoint:
-    ch = channel if channel is not None else OutputChannel(setting, nodes, seed)
-    q0 = setting.q0
-    if init is None:
-        q, m, sigma = 0.5 * q0, 0.4 * q0, 1.0
-    elif isinstance(init, FixedPoint):
-        q, m, sigma = init.q, init.m, init.sigma
-    else:
-        q, m, sigma = (float(v) for v in init)
-    qh = mh = sh = None
-    converged, change, it = False, math.inf, 0
-    for it in range(1, max_iter + 1):  # noqa: B007 (it is reported after the loop)
-        nqh, nmh, nsh, EM = ch.hats(q, m, sigma, alpha)
-        if qh is None:
-            qh, mh, sh = nqh, nmh, nsh
-        else:
-            qh = damping * qh + (1 - damping) * nqh
-            mh = damping * mh + (1 - damping) * nmh
-            sh = damping * sh + (1 - damping) * nsh
-        nq, nm, ns, jv, eta = _prior(setting, qh, mh, sh)
-        old = np.array([q, m, sigma])
-        q = damping * q + (1 - damping) * nq
-        m = damping * m + (1 - damping) * nm
-        sigma = damping * sigma + (1 - damping) * ns
-        # keep the covariance [[Q0, m], [m, q]] positive definite
-        m = max(min(m, math.sqrt(q0 * q) * (1 - 1e-12)), -math.sqrt(q0 * q) * (1 - 1e-12))
-        new = np.array([q, m, sigma])
-        hats_new, hats_old = np.array([nqh, nmh, nsh]), np.array([qh, mh, sh])
-        change = float(
-            max(
-                np.max(np.abs(new - old) / np.maximum(np.abs(new), 1e-300)),
-                np.max(np.abs(hats_new - hats_old) / np.maximum(np.abs(hats_new), 1e-300)),
-            )
-        )
-        if not all(math.isfinite(v) for v in (q, m, sigma, qh, mh, sh)) or sigma <= 0 or sh <= 0:
-            break
-        if change < tol:
-            converged = True
-            break
-    return _finish(setting, ch, alpha, q, m, sigma, qh, mh, sh, it, converged, change)
-
-
-def _finish(setting, ch, alpha, q, m, sigma, qh, mh, sh, it, converged, change) -> FixedPoint:
-    _, _, _, EM = ch.hats(q, m, sigma, alpha)
-    delta = math.sqrt(max(qh, 1e-300)) / mh
-    eps = 2 * setting.lam / mh
-    jv = J_and_derivatives(setting.spectrum, delta, eps)
-    return FixedPoint(
-        alpha=alpha,
-        q=q,
-        m=m,
-        sigma=sigma,
-        q_hat=qh,
-        m_hat=mh,
-        sigma_hat=sh,
-        test_error=ch.test_error(q, m),
-        train_loss=_train_loss(alpha, q, m, sigma, qh, mh, sh, EM, jv),
-        s_error=setting.q0 + q - 2 * m,
-        rank_fraction=jv.mass,
-        delta=delta,
-        eps=eps,
-        eta=mh / sh,
-        iterations=it,
-        converged=converged,
-        max_rel_change=change,
-    )
 
 
 def sweep(
