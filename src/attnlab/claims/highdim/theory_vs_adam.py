@@ -6,9 +6,9 @@ depend on d or on the seed) and Adam at dimension d with seed replicates per (α
 same problem from ``Params`` (κ0, Δ, T, λ̃), so ``--set kappa0=0.3`` moves the two together.
 
 Verdict rule: per (α, λ̃) and for the test error and the training loss, the relative gap of the Adam seed
-mean to the state evolution, over a tolerance ``max(seed spread, 3%)``; "holds" when the worst ratio is at
-most 1, "fails" otherwise at d ≥ 100 with at least two seeds, "inconclusive" on thinner data or with an
-unconverged state evolution.
+mean to the state evolution (the predictions ``se_test_error``, ``se_train_loss``), over a tolerance
+``max(standard error of the seed mean, 3%)``; "holds" when the worst ratio is at most 1, "fails" otherwise;
+"inconclusive" outside the regime (d < 100, fewer than two seeds, unconverged state evolution).
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from typing import Literal
 import numpy as np
 
 from attnlab.claims.highdim._common import PAPER, device_name, ok_rows, setting, train_config
-from attnlab.engine.protocol import Claim, Grid, Point, Result, Row, Verdict
+from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
 
 __all__ = ["CLAIM", "CLAIMS", "Params", "run", "verdict"]
+
+FLOOR = 0.03  # relative gap always accepted: the finite-d gap of d = 100 (published Monte-Carlo noise ~1.5%)
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,10 @@ def sides(rows: Sequence[Row]) -> tuple[dict, dict]:
     return theory, sim
 
 
-def verdict(rows: Sequence[Row]) -> Verdict:
+TOLERANCE = "relative gap of the seed mean <= max(its standard error, 3%), test error and training loss"
+
+
+def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
     good, note = ok_rows(rows)
     theory, sim = sides(good)
     pairs = sorted(k for k in sim if k in theory)
@@ -102,37 +107,25 @@ def verdict(rows: Sequence[Row]) -> Verdict:
         rs, th_m = sim[(a, lam)], theory[(a, lam)]
         for key in ("test_error", "train_loss"):
             vals = np.array([r.metrics["sim_" + key] for r in rs])
-            th = th_m["se_" + key]
+            th = pred("se_" + key, th_m["se_" + key])
             gap = abs(vals.mean() - th) / abs(th)
-            spread = vals.std(ddof=1) / abs(th) if vals.size > 1 else 0.0
-            tol = max(spread, 0.03)
+            # the seed mean's standard error (not one seed's spread): the tolerance of a mean of n seeds
+            sem = vals.std(ddof=1) / np.sqrt(vals.size) / abs(th) if vals.size > 1 else 0.0
             nums[f"rel_gap_{key}_a{a}_l{lam}"] = gap
-            nums[f"rel_spread_{key}_a{a}_l{lam}"] = spread
-            worst = max(worst, gap / tol)
-    nums["worst_gap_over_tol"] = worst
-    nums["d"] = d
-    nums["seeds"] = seeds
+            nums[f"rel_sem_{key}_a{a}_l{lam}"] = sem
+            worst = max(worst, gap / max(sem, FLOOR))
+    nums.update(worst_gap_over_tol=worst, d=d, seeds=seeds, points=len(pairs))
     nums["alphas"] = sorted({a for a, _ in pairs})
     nums["lams"] = sorted({lam for _, lam in pairs})
-    tol = "relative gap of the seed mean <= max(seed std, 3%), test error and training loss"
-    ctx = f"d = {d}, {seeds} seed(s) per point, {len(pairs)} (α, λ̃) point(s)"
     if unconverged:
-        note += f"state evolution not converged at {unconverged}; "
-    if worst <= 1:
-        thin = d < 100 or seeds < 2
-        status = "inconclusive" if unconverged else "holds"
-        return Verdict(
-            status, nums, tol, note + ctx + (" (below the issue's d = 100 or 2 seeds)" if thin else "")
+        return Verdict.outside(f"state evolution not converged at (α, λ̃) = {unconverged}", nums, TOLERANCE)
+    if d < 100 or seeds < 2:
+        # the 3% floor is the finite-d gap measured at d = 100 with several seeds; thinner data
+        # cannot tell that gap from a wrong theory
+        return Verdict.outside(
+            f"d = {d} with {seeds} seed(s) per point; the regime is d >= 100, >= 2 seeds", nums, TOLERANCE
         )
-    if d < 100 or seeds < 2 or unconverged:
-        return Verdict(
-            "inconclusive",
-            nums,
-            tol,
-            note + f"gap above tolerance at {ctx}; the 3% finite-d gap is calibrated at d = 100 with "
-            "several seeds",
-        )
-    return Verdict("fails", nums, tol, note + ctx)
+    return Verdict("holds" if worst <= 1 else "fails", nums, TOLERANCE, note)
 
 
 CLAIM = Claim(
@@ -166,6 +159,18 @@ CLAIM = Claim(
     },
     run=run,
     verdict=verdict,
+    predictions={
+        "se_test_error": "state-evolution test error at each (α, λ̃)",
+        "se_train_loss": "state-evolution training loss per d² at each (α, λ̃)",
+    },
+    regime="d >= 100 with at least two seeds per (α, λ̃), converged state evolution",
+    explain={
+        "holds": "Adam's seed means sit within tolerance of the state evolution at {points} (α, λ̃) points "
+        "(worst gap/tolerance {worst_gap_over_tol:.2f}; d = {d}, {seeds} seeds).",
+        "fails": "Adam's seed mean misses the state evolution by {worst_gap_over_tol:.2f}× the tolerance "
+        "at its worst (α, λ̃) point (d = {d}, {seeds} seeds).",
+        "inconclusive": "Worst gap/tolerance {worst_gap_over_tol:.2f}, but outside the calibrated regime.",
+    },
 )
 
 #: the engine finds a point's claim through the module of its run function

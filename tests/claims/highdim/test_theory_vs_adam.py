@@ -1,0 +1,85 @@
+"""highdim.theory-vs-adam: the two sides joined, the tolerance of a seed mean, its resolving power, and
+--set reaching the Adam side as well as the theory side."""
+
+from __future__ import annotations
+
+import pytest
+
+from attnlab.claims.highdim.theory_vs_adam import CLAIM
+from attnlab.engine.power import resolving_power
+from attnlab.engine.protocol import Row
+from attnlab.report.figures.highdim import FIGURES
+
+
+def _row(params, metrics, status="ok"):
+    return Row("x", params, status, metrics)
+
+
+def _rows(sim_te, seeds=3, d=100, alphas=(0.3016, 0.5), lams=(0.01, 0.1), jit=0.005):
+    # the state evolution once per (α, λ̃), Adam rows with a small seed-to-seed scatter around sim_te × theory
+    rows = []
+    for a in alphas:
+        for lam in lams:
+            th = {"se_test_error": 0.17, "se_train_loss": 0.012, "se_converged": True}
+            rows.append(_row({"side": "theory", "alpha": a, "lam": lam, "rep": 0}, th))
+            for rep in range(seeds):
+                j = 1 + jit * (rep - 1)
+                sim = {"sim_test_error": 0.17 * sim_te * j, "sim_train_loss": 0.012 * j}
+                rows.append(_row({"side": "simulation", "alpha": a, "lam": lam, "d": d, "rep": rep}, sim))
+    return rows
+
+
+def test_verdict_joins_the_two_sides():
+    v = CLAIM.decide(_rows(1.01))
+    assert v.status == "holds" and v.numbers["d"] == 100 and v.numbers["seeds"] == 3
+    assert v.numbers["rel_gap_test_error_a0.5_l0.1"] == pytest.approx(0.01, rel=1e-9)
+    assert "4 (α, λ̃) points" in v.note  # the prose comes from the numbers
+    assert CLAIM.decide(_rows(1.10)).status == "fails"  # 10% off, standard error 0.3%
+    # outside the calibrated regime: inconclusive with the reason, never holds or fails
+    for rows in (_rows(1.10, d=40), _rows(1.10, seeds=1)):
+        v = CLAIM.decide(rows)
+        assert v.status == "inconclusive" and "regime" in v.regime
+    sims = [r for r in _rows(1.01) if r.params["side"] == "simulation"]
+    assert CLAIM.decide(sims).status == "inconclusive"
+    rows = _rows(1.01)
+    rows[0] = _row(rows[0].params, {**rows[0].metrics, "se_converged": False})
+    assert "not converged" in CLAIM.decide(rows).regime
+    assert FIGURES[CLAIM.id](_rows(1.01))["test_error"].axes[0].get_xlabel()
+
+
+def test_tolerance_is_the_standard_error_of_the_mean():
+    # seeds scattered by ±6%: one seed's spread (6%) would pass a 5% gap, the mean's standard error
+    # (6%/√3 ≈ 3.5%) does not
+    rows = _rows(1.05, jit=0.06)
+    v = CLAIM.decide(rows)
+    assert v.numbers["rel_sem_test_error_a0.5_l0.1"] == pytest.approx(0.06 * 1.05 / 3**0.5, rel=1e-6)
+    assert v.status == "fails"
+
+
+def test_a_few_percent_on_the_theory_side_flips_it():
+    pw = resolving_power(CLAIM, _rows(1.01))
+    # a 1% gap under a 3% floor: the verdict flips once the prediction moves by 2% down or 5% up
+    assert pw.flips["se_test_error"] == {"+": 0.05, "-": 0.02} and not pw.cannot_fail
+
+
+def test_set_reaches_both_sides(one_thread):
+    from attnlab.highdim import TrainConfig, simulate
+
+    pts = CLAIM.points("quick", overrides={"kappa0": 0.3, "noise": 0.2, "d": 8, "max_steps": 40})
+    assert {(p.p.kappa0, p.p.noise) for p in pts} == {(0.3, 0.2)}
+    sim = next(p for p in pts if p.p.side == "simulation")
+    got = CLAIM.run(sim).metrics
+    ref = simulate(
+        8, sim.p.alpha, kappa0=0.3, noise=0.2, lam=sim.p.lam, seed=sim.seed, config=TrainConfig(max_steps=40)
+    )
+    assert got["sim_test_error"] == ref.test_error and got["sim_train_loss"] == ref.train_loss
+
+
+@pytest.fixture
+def one_thread():
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
