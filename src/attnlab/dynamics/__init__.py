@@ -45,6 +45,7 @@ from attnlab.dynamics.observables import (
     radial_shadows,
 )
 from attnlab.dynamics.rates import SuperadditivitySample, crossing_time, late_rate_fit, superadditivity_sample
+from attnlab.dynamics.robustness import CriticalDeltas, critical_deltas
 from attnlab.dynamics.shadows import ShadowCounts, shadow_counts
 from attnlab.dynamics.space import Flat, Space, Sphere, get_space
 from attnlab.dynamics.theory import BetaStar, beta_star, c_star
@@ -52,7 +53,9 @@ from attnlab.dynamics.theory import BetaStar, beta_star, c_star
 __all__ = [
     "METHODS",
     "RADIAL_RTOL",
+    "CriticalDeltas",
     "ShadowCounts",
+    "critical_deltas",
     "SuperadditivitySample",
     "crossing_time",
     "energy_identity",
