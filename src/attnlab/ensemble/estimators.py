@@ -33,7 +33,10 @@ _DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
 def _to_tensor(a: np.ndarray, dtype: torch.dtype, device) -> torch.Tensor:
-    return torch.as_tensor(np.ascontiguousarray(a, dtype=np.float64), dtype=dtype, device=device)
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    if not a.flags.writeable:  # e.g. a read-only memmap: torch wants memory it may write
+        a = a.copy()
+    return torch.as_tensor(a, dtype=dtype, device=device)
 
 
 def _check_lengths(X, y) -> None:
