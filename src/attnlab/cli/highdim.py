@@ -150,7 +150,8 @@ def thresholds(
     from attnlab.highdim import thresholds as th
 
     _check_setting(kappa0, noise, tokens, 0.0)
-    out = th(kappa0, noise, tokens).to_dict()
+    with TaskProgress("solving for the thresholds"):
+        out = th(kappa0, noise, tokens).to_dict()
     if noise == 0:
         out["note"] = "alpha_interp needs Δ > 0 (it tends to (1 + 2κ0 − κ0²)/4 / ((T²+T−2)/2) as Δ → 0+)"
     if json_out:
