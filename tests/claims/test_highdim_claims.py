@@ -64,34 +64,6 @@ def test_spectrum_verdict():
     assert _claim("highdim.spectrum").points("quick")[0].params["d"] >= 100
 
 
-def test_fvf_verdict():
-    c = _claim("highdim.factorised-beats-frobenius")
-    grid = {"lams": [0.001, 0.01, 0.1], "lams_frob": [0.001, 0.01, 0.1]}
-
-    def rows(adv):
-        return [
-            _row(
-                {"kappa0": k0} | grid,
-                {"test_factorised": 0.06 * (1 - a), "test_frobenius": 0.06, "lam_factorised": 0.01}
-                | {"lam_frobenius": 0.01},
-            )
-            for k0, a in adv.items()
-        ]
-
-    v = c.verdict(rows({0.1: 0.6, 0.25: 0.4, 0.5: 0.3, 1.0: 0.2}))
-    assert v.status == "holds" and v.numbers["rel_advantage_k0.1"] == pytest.approx(0.6)
-    assert "edge" not in v.note
-    # largest advantage at an intermediate rank, or a loss somewhere: fails
-    assert c.verdict(rows({0.1: 0.3, 0.25: 0.4, 1.0: 0.2})).status == "fails"
-    assert c.verdict(rows({0.1: 0.6, 1.0: -0.1})).status == "fails"
-    assert c.verdict(rows({0.1: 0.6})).status == "inconclusive"
-    # a cross-validated λ at the end of its grid is flagged
-    edge = rows({0.1: 0.6, 1.0: 0.2})
-    edge[0] = _row(edge[0].params, {**edge[0].metrics, "lam_frobenius": 0.001})
-    assert "frobenius at κ0 = 0.1" in c.verdict(edge).note
-    assert len({p.params["kappa0"] for p in c.points("quick")}) > 2
-
-
 def test_interp_and_pr_verdicts():
     ci = _claim("highdim.interpolation-threshold")
     rows = [
