@@ -42,7 +42,7 @@ def _check_setting(
 
     check_real("--kappa0", kappa0, min=0.0, min_open=True)
     check_real("--noise", noise, min=0.0)
-    check_int("--tokens", tokens, min=2, max=64)
+    check_int("--tokens", tokens, min=2)
     check_real("--lam", lam, min=0.0)
     check_real("--beta", beta, min=0.0, min_open=True)
     check_real("--beta0", beta0, min=0.0)
@@ -54,7 +54,12 @@ def _check_nodes(nodes: int, tokens: int) -> None:
     check_int("--nodes", nodes, min=16)
     # per node: the K = T(T+1)/2 flat coordinates of (z*, z, ξ, h), a T × T softmax and Newton's
     # K × K systems, in float64 with working copies (~40 values per T² entry)
-    check_memory("--nodes", nodes, 8 * 40 * nodes * tokens**2 * max(1, tokens // 2), "the quadrature nodes")
+    check_memory(
+        "--nodes",
+        nodes,
+        8 * 40 * nodes * tokens**2 * max(1, tokens // 2),
+        f"the quadrature nodes at T = {tokens} tokens",
+    )
 
 
 def _check_training(d: int, alpha: float, tokens: int, task: str, kappa: float, max_steps: int, seed: int):
@@ -74,7 +79,12 @@ def _check_training(d: int, alpha: float, tokens: int, task: str, kappa: float, 
         )
     label = tokens * (d if task == "seq2seq" else tokens)
     per_seq = 8 * (4 * tokens * d + 6 * tokens * tokens + 2 * label)
-    check_memory("--alpha", alpha, (n + 2000) * per_seq + 8 * 8 * d * d, f"n = α d² = {n:.3g} sequences")
+    check_memory(
+        "--alpha",
+        alpha,
+        (n + 2000) * per_seq + 8 * 8 * d * d,
+        f"n = α d² = {n:.3g} sequences of T = {tokens} tokens",
+    )
 
 
 def _show(title: str, out: dict) -> None:
