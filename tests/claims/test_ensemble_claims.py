@@ -17,6 +17,7 @@ from attnlab.claims.ensemble.decorrelation_optimal import CLAIM as DECORRELATION
 from attnlab.claims.ensemble.hdi_monotone import CLAIM as HDI_MONOTONE  # noqa: E402
 from attnlab.claims.ensemble.variance_needs_decorrelation import CLAIM as VARIANCE_NEEDS_DECORRELATION  # noqa: E402
 from attnlab.claims.ensemble.weighting import CLAIM as WEIGHTING  # noqa: E402
+from attnlab.engine.power import resolving_power  # noqa: E402
 from attnlab.engine.protocol import Point, Row  # noqa: E402
 from attnlab.report.figures.ensemble import FIGURES  # noqa: E402
 
@@ -33,7 +34,7 @@ MINE = [
 _SMALL = {
     "ensemble.decomposition": {"reps": 10, "queries": 20},
     "ensemble.variance-needs-decorrelation": {"reps": 20, "queries": 20},
-    "ensemble.hdi-monotone": {"reps": 20, "queries": 20},
+    "ensemble.hdi-monotone": {"reps": 4, "queries": 20},
     "ensemble.decorrelation-optimal": {"steps": 5, "test": 50},
     "ensemble.budget-law": {"reps": 2, "queries": 10, "n": 100},
     "ensemble.weighting": {"reps": 4, "queries": 20, "n": 100},
@@ -82,35 +83,51 @@ def _fake(claim, params: dict, metrics: dict, arrays: dict | None = None) -> Row
     return Row(str(id(metrics)), {**params}, "ok", metrics, arrays=arrays or {})
 
 
-def test_hdi_verdict_fails_on_a_significant_increase_and_holds_on_a_clean_decrease():
-    s = [8, 3, 2, "sine", 1.0, 200, 1.5]
-    good = [
-        _fake(
-            HDI_MONOTONE,
-            {"setting": s, "rep": i},
-            {
-                "spearman_hdi_mse": -1.0 + 0.01 * i,
-                "significant_increases": 0,
-                "increases_with_bias_rise": 0,
-                "max_increase_z": -2.0,
-            },
-        )
-        for i in range(4)
+def _hdi_rows(slope: float, target: str = "radial", frames: int = 8) -> list[Row]:
+    """Frames whose MSE moves by ``slope`` per angle step, with frame-to-frame spread."""
+    rng = np.random.default_rng(0)
+    out = []
+    for i in range(frames):
+        base = 0.5 + 0.1 * rng.standard_normal()
+        mse = [base + slope * k + 0.002 * rng.standard_normal() for k in range(7)]
+        var = [0.05 - 0.005 * k for k in range(7)]
+        m = {"mse": mse, "var_part": var, "bias2": [a - b for a, b in zip(mse, var)], "hdi": [0.0] * 7}
+        out.append(_fake(HDI_MONOTONE, {"target": target, "rep": i}, m))
+    return out
+
+
+def test_hdi_verdict_on_frame_averaged_curves_and_its_controls():
+    assert HDI_MONOTONE.decide(_hdi_rows(-0.01)).status == "holds"
+    assert HDI_MONOTONE.decide(_hdi_rows(+0.01)).status == "fails"
+    flat = HDI_MONOTONE.decide(_hdi_rows(0.0))
+    assert flat.status == "inconclusive"
+    # a rise in one step only is enough to fail
+    rows = _hdi_rows(-0.01)
+    for r in rows:
+        r.metrics["mse"][3] += 0.05
+    assert HDI_MONOTONE.decide(rows).status == "fails"
+    # controls are decided on their own rows: the planted counter-case fails, pure noise holds
+    ctrl = [
+        Row(f"a{i}", {**r.params, "control": "aligned-sine"}, "ok", r.metrics)
+        for i, r in enumerate(_hdi_rows(0.02))
     ]
-    assert HDI_MONOTONE.verdict(good).status == "holds"
-    bad = good[:3] + [
-        _fake(
-            HDI_MONOTONE,
-            {"setting": s, "rep": 3},
-            {
-                "spearman_hdi_mse": -0.9,
-                "significant_increases": 1,
-                "increases_with_bias_rise": 1,
-                "max_increase_z": 5.0,
-            },
-        )
+    ctrl += [
+        Row(f"b{i}", {**r.params, "control": "pure-noise"}, "ok", r.metrics)
+        for i, r in enumerate(_hdi_rows(-0.02))
     ]
-    assert HDI_MONOTONE.verdict(bad).status == "fails"
+    power = resolving_power(HDI_MONOTONE, _hdi_rows(-0.01) + ctrl)
+    assert power.label == "controls 2/2" and not power.cannot_fail
+    assert set(HDI_MONOTONE.controls) == {"aligned-sine", "pure-noise"}
+
+
+def test_hdi_one_real_frame_with_each_control_runs():
+    pts = HDI_MONOTONE.points("quick", overrides={"reps": 4, "queries": 10, "n": 40, "rep": 1})
+    assert sorted(p.control for p in pts) == ["", "aligned-sine", "pure-noise"]
+    for p in pts:
+        m = HDI_MONOTONE.run(p).metrics
+        assert len(m["mse"]) == 7 and m["hdi"][0] == pytest.approx(0.0, abs=1e-12)
+        if p.control == "pure-noise":  # f = 0: the MSE is variance plus the Monte Carlo mean's square
+            assert m["var_part"][0] <= m["mse"][0] + 1e-15
 
 
 def test_budget_verdict_distinguishes_the_laws():
@@ -158,6 +175,40 @@ def test_weighting_verdict_on_constructed_rates():
     v = WEIGHTING.verdict(rows)
     assert v.status == "holds"
     assert v.numbers["slope_mean"]["geometric"] == pytest.approx(-0.5, abs=1e-9)
+    assert v.numbers["window_slopes"]["uniform"] == pytest.approx([-0.3], abs=1e-9)
+
+
+def _weight_rows(rates: dict[str, float], control: str = "") -> list[Row]:
+    ns = [100, 1000, 10000]
+    return [
+        Row(
+            f"{control}{r}{n}",
+            {"n": n, "rep": r, "kappas": [0.2, 0.05], "control": control},
+            "ok",
+            {**{f"mse_{s}": n**-q for s, q in rates.items()}, "mse_heads": [n**-0.8, n**-0.2]},
+        )
+        for r in range(2)
+        for n in ns
+    ]
+
+
+def test_weighting_controls_homogeneous_and_reversed_fail_by_the_claims_own_rule():
+    same = {"uniform": 0.3, "geometric": 0.3, "fibonacci": 0.3, "optimal": 0.3}  # identical heads
+    assert WEIGHTING.decide(_weight_rows(same)).status == "fails"
+    reversed_ = {"uniform": 0.3, "geometric": 0.25, "fibonacci": 0.2, "optimal": 0.35}
+    assert WEIGHTING.decide(_weight_rows(reversed_)).status == "fails"
+    good = {"uniform": 0.3, "geometric": 0.5, "fibonacci": 0.4, "optimal": 0.8}
+    rows = _weight_rows(good) + _weight_rows(same, "homogeneous") + _weight_rows(reversed_, "reversed")
+    assert resolving_power(WEIGHTING, rows).label == "controls 2/2"
+
+
+def test_weighting_reversed_order_reverses_the_heads():
+    import dataclasses
+
+    p = WEIGHTING.points("quick", overrides={"reps": 4, "queries": 10, "n": 100, "rep": 1})[0]
+    q = dataclasses.replace(p, params={**p.params, "order": "reversed"})  # same seed, same draws
+    a, b = WEIGHTING.run(p).metrics["mse_heads"], WEIGHTING.run(q).metrics["mse_heads"]
+    assert b == pytest.approx(a[::-1], rel=1e-12)  # the same heads, in reverse order (rounding only)
 
 
 def test_decorrelation_verdict_per_objective_and_only_where_training_helped():
@@ -192,3 +243,46 @@ def test_decorrelation_verdict_per_objective_and_only_where_training_helped():
     overfit = DECORRELATION_OPTIMAL.verdict(rows("loo", 0.3, 0.6, 0.4))
     assert overfit.status == "inconclusive"
     assert FIGURES[DECORRELATION_OPTIMAL.id](rows("loo", 0.3, 0.1, 0.05))
+
+
+def test_variance_claim_flips_when_the_identical_heads_prediction_is_off_by_one_percent():
+    s = [8, 3, 2, "sine", 1.0, 200, 1.5]
+    rows = [
+        _fake(
+            VARIANCE_NEEDS_DECORRELATION,
+            {"setting": s, "rep": i},
+            {
+                "ratio_identical": 1.0 + 1e-15,
+                "ratio_orthogonal": 0.5,
+                "corr_orthogonal": 0.33,
+                "one_over_H": 1 / 3,
+                "argmin_angle": 90.0,
+                "argmin_angle_absolute": 90.0,
+                "spearman_corr_var": 0.95,
+                "closed_form_max_rel_dev": 0.05,
+            },
+        )
+        for i in range(3)
+    ]
+    v = VARIANCE_NEEDS_DECORRELATION.decide(rows)
+    assert v.status == "holds"
+    # 0.5 of V against 1/H = 0.33: orthogonal heads reach 1.5 times the uncorrelated ideal
+    assert v.numbers["orthogonal_ratio_over_one_over_H"] == pytest.approx(1.5)
+    assert resolving_power(VARIANCE_NEEDS_DECORRELATION, rows).label == "±1%"
+
+
+def test_nw_identity_says_which_kernel_each_claim_uses():
+    from attnlab.claims.ensemble.nw_identity import CLAIM as NW
+
+    p = NW.points("quick")[0]
+    v = NW.decide([_row(p, NW.run(p))])
+    assert v.status == "holds" and "Gaussian kernel" in v.note and "dot-product kernel" in v.note
+
+
+def test_hdi_figure_draws_test_and_controls_side_by_side():
+    rows = _hdi_rows(-0.01) + [
+        Row(f"c{i}", {**r.params, "control": "pure-noise"}, "ok", r.metrics)
+        for i, r in enumerate(_hdi_rows(-0.02))
+    ]
+    figs = FIGURES[HDI_MONOTONE.id](rows)
+    assert len(figs["mse_vs_hdi"].axes) == 2

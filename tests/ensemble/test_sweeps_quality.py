@@ -3,6 +3,8 @@ against an independent computation."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -76,3 +78,33 @@ def test_split_half_scheme_mse_against_a_plain_loop():
     a = w["optimal"].numpy()
     for b in [np.eye(3)[i] for i in range(3)] + [np.ones(3) / 3]:
         assert a @ M @ a <= b @ M @ b + 1e-12
+
+
+def test_radial_and_zero_targets():
+    task = RegressionTask(d=6, target="radial", noise=0.0)
+    X = task.sample_x(200_000, torch.Generator().manual_seed(5))
+    f = task.f(X).numpy()
+    np.testing.assert_allclose(f[:5], (np.sum(X[:5].numpy() ** 2, axis=1) - 6) / math.sqrt(12), rtol=1e-13)
+    # ‖x‖² ~ χ²_6 (mean 6, variance 12): f has mean 0 and variance 1; 200k samples, se 0.0022 / 0.006
+    assert abs(f.mean()) < 0.012 and abs(f.var() - 1) < 0.03
+    zero = RegressionTask(d=3, target="zero", noise=1.0)
+    assert float(zero.f(X[:, :3]).abs().max()) == 0.0
+
+
+def test_aligned_frames_put_the_first_axis_in_the_shared_part():
+    from attnlab.ensemble.layouts import projection_layout
+    from attnlab.ensemble.sweeps import _reflection_to_axis
+
+    R = _reflection_to_axis(8, 3, 2, 11)
+    np.testing.assert_allclose((R @ R.T).numpy(), np.eye(8), atol=1e-14)  # orthogonal
+    U0 = (
+        R @ projection_layout("controlled", 3, 8, 2, 1.0, 0.0, generator=torch.Generator().manual_seed(11))[0]
+    )
+    assert float(torch.linalg.vector_norm(U0[0])) == pytest.approx(1.0, abs=1e-12)  # e_1 ∈ span U_0
+    W90 = R @ projection_layout("controlled", 3, 8, 2, 1.0, 90.0, generator=torch.Generator().manual_seed(11))
+    # orthogonal heads do not see e_1: the layout keeps √cos(90°) = √(6e-17) ≈ 8e-9 of the shared part
+    assert float(W90[:, 0].abs().max()) < 1e-8
+    # an aligned sweep on the one-direction target: identical heads beat orthogonal ones by far
+    task = RegressionTask(d=8, target="sine", noise=0.5)
+    sw = controlled_overlap_sweep(task, 3, 2, 80, 1.5, [0.0, 90.0], 6, 30, (1, 11, 3), align=True)
+    assert sw.bias2[1] > 2 * sw.bias2[0]

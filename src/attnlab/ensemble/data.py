@@ -1,4 +1,4 @@
-"""Synthetic regression problems for the NW-ensemble experiments (THEORY.md A2).
+"""Synthetic regression problems for the NW-ensemble experiments (docs/ensemble.md A2).
 
 ``y = f(x) + σ ε`` with ``ε ~ N(0, 1)`` and ``f`` a smooth function of a low-dimensional
 projection ``z = (x_1, …, x_m)`` of the input (the first coordinates; every layout is rotation
@@ -11,6 +11,9 @@ Targets (``m`` relevant coordinates):
 ``ridge``     ``f = tanh(2 z_1) + 0.5 z_2² − 0.5``             (m = 2)
 ``bump``      ``f = 2 exp(−(z_1² + z_2²)/2) − 1``             (m = 2)
 ``linear``    ``f = z_1``                                      (m = 1)
+``radial``    ``f = (‖x‖² − d)/√(2d)``                          (every coordinate: rotation invariant,
+              mean 0 and variance 1 under ``N(0, I_d)``; no frame of heads is favoured)
+``zero``      ``f = 0``                                        (pure noise: the MSE is all variance)
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from attnlab.core.validation import check_choice, check_int, check_real
 
 __all__ = ["INPUTS", "TARGETS", "RegressionTask"]
 
-TARGETS = {"sine": 1, "ridge": 2, "bump": 2, "linear": 1}
+TARGETS = {"sine": 1, "ridge": 2, "bump": 2, "linear": 1, "radial": 1, "zero": 1}
 INPUTS = ("gaussian", "sphere")
 
 
@@ -64,6 +67,10 @@ class RegressionTask:
 
     def f(self, X: torch.Tensor) -> torch.Tensor:
         """The regression function at ``X`` (..., d) -> (...)."""
+        if self.target == "radial":
+            return (X.square().sum(-1) - self.d) / math.sqrt(2 * self.d)
+        if self.target == "zero":
+            return torch.zeros(X.shape[:-1], dtype=X.dtype, device=X.device)
         z1 = X[..., 0]
         if self.target == "sine":
             return torch.sin(2 * z1)

@@ -88,6 +88,15 @@ _READING = (
     "{points_where_naive_exp_overflows} of them with scores beyond exp's range: worst relative "
     "difference {max_rel_diff:.1e}."
 )
+_KERNELS = (
+    " Kernels: this identity uses attention's own dot-product kernel exp(⟨W_Qᵀq, W_Kᵀx⟩/√d_k); the "
+    "other paper-A claims use the Gaussian kernel exp(−‖W_Kᵀq − W_Kᵀx‖²/(2√d_k)) with tied W_Q = W_K. "
+    "The two give identical NW weights whenever the projected keys have equal norms (the factor "
+    "exp(−‖W_Kᵀx‖²/(2√d_k)) is then the same for every key and cancels; exp(−‖W_Kᵀq‖²/…) cancels "
+    "always), which is what attention with normalised keys computes; the Gaussian form keeps a bounded "
+    "kernel when key norms vary (Gaussian inputs), where the dot-product kernel's weight concentrates on "
+    "the longest keys rather than the nearest ones."
+)
 
 SHAPES_QUICK = [[8, 4, 2, 1, 1], [64, 16, 4, 3, 4], [257, 32, 8, 16, 2]]
 SHAPES_FULL = SHAPES_QUICK + [[1024, 64, 16, 32, 4], [2048, 128, 64, 64, 2], [33, 3, 5, 7, 16]]
@@ -109,8 +118,8 @@ CLAIM = Claim(
     run=run,
     verdict=verdict,
     explain={
-        "holds": _READING,
-        "fails": _READING + " The identity does not hold to the tolerance.",
+        "holds": _READING + _KERNELS,
+        "fails": _READING + " The identity does not hold to the tolerance." + _KERNELS,
         "inconclusive": "Not every point finished ({failed_points} failed).",
     },
     description="Kernel sums (log-sum-exp stabilised) against torch's fused attention in float64.",

@@ -101,15 +101,18 @@ def variance_needs_decorrelation(rows: Sequence[Row]) -> dict[str, Any]:
 
 
 def hdi_monotone(rows: Sequence[Row]) -> dict[str, Any]:
-    ok = _ok(rows)
-    labs = sorted({_setting_label(r.params["setting"]) for r in ok})
-    fig, axes = new_figure(1, max(1, len(labs)), 5, 3.8)
-    for ax, lab in zip(axes[0], labs):
-        for r in (r for r in ok if _setting_label(r.params["setting"]) == lab):
-            ax.plot(r.arrays["hdi"], r.arrays["mse"], "o-", ms=3, label=f"rep {r.params['rep']}")
-        ax.set_xlabel("HDI (subspace form, dimensionless)")
-        ax.set_ylabel("integrated test MSE (squared target units)")
-        ax.set_title(lab, fontsize=7)
+    """Frame-mean MSE and variance part against HDI, test setting and controls side by side."""
+    groups = [(c or "test", _ok(rows, c)) for c in sorted({r.control for r in rows if r.ok})]
+    fig, axes = new_figure(1, max(1, len(groups)), 4.2, 3.6)
+    for ax, (name, rs) in zip(axes[0], groups):
+        hdi = np.mean([r.metrics["hdi"] for r in rs], axis=0)
+        for key, lab in (("mse", "integrated MSE"), ("var_part", "variance part")):
+            curves = np.array([r.metrics[key] for r in rs])  # (frames, angles)
+            m, se = curves.mean(0), curves.std(0, ddof=1) / np.sqrt(len(rs)) if len(rs) > 1 else 0 * hdi
+            ax.errorbar(hdi, m, yerr=2 * se, fmt="o-", ms=3, label=f"{lab} (mean of {len(rs)} frames ± 2 se)")
+        ax.set_xlabel("HDI = sin²φ (subspace form, dimensionless)")
+        ax.set_ylabel("squared target units")
+        ax.set_title(f"{name}: target {rs[0].params.get('target', '?')}", fontsize=8)
         ax.legend(fontsize=6)
     return {"mse_vs_hdi": fig}
 
