@@ -48,16 +48,6 @@ def test_failed_rows_only_is_inconclusive():
         assert v.status == "inconclusive"
 
 
-def test_beta_star_claim_runs_and_holds():
-    c = _claim("flow.beta-star")
-    rows = _rows(c, override={"heads": [2, 4], "n": [32], "draws": 64})
-    v = c.verdict(rows)
-    assert v.numbers["derivation_check_max_rel_err"] < 1e-9
-    assert v.status in ("holds", "fails")
-    figs = FIGURES[c.id](rows)
-    assert figs and all(ax.get_xlabel() for f in figs.values() for ax in f.axes)
-
-
 def test_energy_identity_claim_holds_and_failed_rows_noted():
     c = _claim("flow.energy-monotone")
     rows = _rows(c, override={"batch": 2, "states": 3, "head_draws": 1})

@@ -46,7 +46,7 @@ from attnlab.dynamics.observables import (
 )
 from attnlab.dynamics.rates import SuperadditivitySample, crossing_time, late_rate_fit, superadditivity_sample
 from attnlab.dynamics.robustness import CriticalDeltas, critical_deltas
-from attnlab.dynamics.shadows import ShadowCounts, shadow_counts
+from attnlab.dynamics.shadows import RadialScan, ShadowCounts, radial_scan, shadow_counts
 from attnlab.dynamics.space import Flat, Space, Sphere, get_space
 from attnlab.dynamics.theory import BetaStar, beta_star, c_star
 
@@ -54,7 +54,9 @@ __all__ = [
     "METHODS",
     "RADIAL_RTOL",
     "CriticalDeltas",
+    "RadialScan",
     "ShadowCounts",
+    "radial_scan",
     "critical_deltas",
     "SuperadditivitySample",
     "crossing_time",

@@ -5,21 +5,25 @@ configurations, and counts the configurations where some per-head energy falls
 (``dE_h/dt < −1e-12 E_h``), where head 1's does, and where each form of radial dominance holds for
 every head. On the sphere form 1 is exactly ``dE_h/dt ≥ 0`` under orthogonality (usa kind, ``V = M``),
 so ``agree`` counts the configurations where the two coincide (all of them, up to rounding).
+:func:`radial_scan` evaluates the three forms and the per-head energy falls of given states over a
+grid of β (THEORY.md B4: the evidence for the critical β* of Condition 8).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from attnlab.core.validation import check_choice, check_int
+from attnlab.core.validation import check_choice, check_int, check_real, check_tensor
 from attnlab.dynamics import init
 from attnlab.dynamics.field import head_outputs, velocity
 from attnlab.dynamics.model import Heads
 from attnlab.dynamics.observables import energy_rates, radial_dominance
 
-__all__ = ["ShadowCounts", "shadow_counts"]
+__all__ = ["RadialScan", "ShadowCounts", "radial_scan", "shadow_counts"]
 
 #: Relative rate below which a per-head energy counts as falling (rounding slack).
 FALL = 1e-12
@@ -83,3 +87,38 @@ def shadow_counts(
         else:
             c["agree"] += x.shape[0]
     return ShadowCounts(**c)
+
+
+@dataclass(frozen=True)
+class RadialScan:
+    """Fractions of states over a β grid (each (K,) for K values of β).
+
+    ``form1``/``form2``/``form3``: every head satisfies the form; ``fall``: some per-head energy falls
+    (``dE_h/dt < −1e-12 E_h``); ``form3_and_fall``: count of states where form 3 holds for every head
+    and yet some per-head energy falls (0 wherever form 3 ⇒ form 1 ⇔ ``dE_h/dt ≥ 0`` applies, i.e. under
+    orthogonal subspaces with ``V = M``).
+    """
+
+    betas: np.ndarray
+    form1: np.ndarray
+    form2: np.ndarray
+    form3: np.ndarray
+    fall: np.ndarray
+    form3_and_fall: np.ndarray
+
+
+def radial_scan(spec: Heads, x: torch.Tensor, betas: Sequence[float], space: str = "sphere") -> RadialScan:
+    """Radial dominance and per-head energy falls of the states ``x`` (B, n, d) at each β in ``betas``."""
+    check_tensor("x", x, ndim=3)
+    bs = np.array([check_real("betas", b, min=0.0, min_open=True) for b in betas], dtype=float)
+    out: dict[str, list[float]] = {k: [] for k in ("form1", "form2", "form3", "fall", "form3_and_fall")}
+    for b in bs:
+        f = head_outputs(spec, x, float(b))  # (B, H, n, d)
+        er = energy_rates(spec, x, float(b), velocity(spec, x, float(b), space, f=f))
+        rd = radial_dominance(f, x)
+        fall = (er.rel < -FALL).any(-1)  # (B,)
+        f3 = rd.form3.all(-1)
+        for k, v in (("form1", rd.form1.all(-1)), ("form2", rd.form2.all(-1)), ("form3", f3), ("fall", fall)):
+            out[k].append(float(v.double().mean()))
+        out["form3_and_fall"].append(float((f3 & fall).sum()))
+    return RadialScan(bs, *(np.array(out[k]) for k in ("form1", "form2", "form3", "fall", "form3_and_fall")))
