@@ -55,7 +55,7 @@ def test_rule_on_synthetic_rows() -> None:
     assert verdict(_rows([0.04, 0.05, 0.06])).status == "holds"
     # an interval across 0 -> "at" in every cell -> inconclusive
     v = verdict(_rows([-0.05, 0.0, 0.06]))
-    assert v.status == "inconclusive" and v.numbers["k_cells_at"] == 3
+    assert v.status == "inconclusive" and v.numbers["cells_k_at"] == 3
     # did not learn: loss 3.1 is not below 0.9 × 3.3 = 2.97 -> outside the regime
     v = verdict(_rows([-0.04, -0.05, -0.06], loss=3.1))
     assert v.status == "inconclusive" and "learned" in v.regime

@@ -225,9 +225,9 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         )
         for s in ("q", "v", "ov"):
             numbers[f"{s}_{f}_positions"] = {k: g[f"{s}_{f}"]["position"] for k, g in learned.items()}
-    numbers.update({f"k_cells_{p}": n for p, n in counts.items()})
+    numbers.update({f"cells_k_{p}": n for p, n in counts.items()})
     cells = sum(counts.values())
-    numbers["k_cells"] = cells
+    numbers["cells_k"] = cells
     numbers["qk_rank90"] = {k: g["qk_rank90"] for k, g in groups.items()}
     numbers["entropy_ratio"] = {k: g["entropy_ratio"] for k, g in groups.items()}
     note = f"{failed} row(s) failed and were ignored." if failed else ""
@@ -249,7 +249,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
 
 _READING = (
     "{configs_learned} of {configs} configurations learned; key subspaces above / below / at the null in "
-    "{k_cells_above} / {k_cells_below} / {k_cells_at} of {k_cells} (configuration × form) cells. "
+    "{cells_k_above} / {cells_k_below} / {cells_k_at} of {cells_k} (configuration × form) cells. "
     "Subspace form: {k_subspace}. Weight form: {k_weight}. Data metric: {k_data}."
 )
 
