@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from attnlab.highdim import local_exponents, plateau, power_law_fit
+from attnlab.highdim import find_plateau, local_exponents, power_law_fit
 
 
 def test_exact_power_law_gives_its_exponent():
@@ -57,7 +57,12 @@ def test_local_exponents_and_plateau():
     y = np.where(x <= 8, 8 / x, np.sqrt(8 / x))
     loc = local_exponents(x, y, window=1)
     assert loc[0] == pytest.approx(-1.0) and loc[-1] == pytest.approx(-0.5)
-    assert plateau(loc, tol=1e-9, last=3) and not plateau(loc, tol=0.1, last=len(loc))
-    assert not plateau([None, -0.5], tol=1.0) and not plateau([-0.5], tol=1.0, last=2)
-    with pytest.raises(ValueError, match="last"):
-        plateau(loc, tol=0.1, last=0)
+    # the longest flat run is the late one (4 windows at -0.5) rather than the early one (3 at -1)
+    assert find_plateau(loc, tol=1e-9) == (3, 6)
+    assert find_plateau(loc, tol=1e-9, length=5) is None
+    assert find_plateau(loc, tol=0.6) == (0, 6)
+    # missing exponents break a run; equally long runs: the earliest
+    assert find_plateau([-0.5, None, -0.5, -0.5, 0.3, 0.3], tol=0.01) == (2, 3)
+    assert find_plateau([-0.5], tol=1.0) is None
+    with pytest.raises(ValueError, match="length"):
+        find_plateau(loc, tol=0.1, length=0)

@@ -1,7 +1,7 @@
-"""Paper C: single-head tied attention in high dimensions (THEORY.md C).
+"""Paper C: single-head tied attention in high dimensions (docs/highdim.md C).
 
 The regularisation parameter of every public function is ``λ̃`` (``lam``), the nuclear-norm coefficient of
-THEORY.md C2 (the weight decay on ``W`` is ``λ = λ̃/√κ``: :func:`lam_from_lam_tilde`); ``noise`` is the
+docs/highdim.md C2 (the weight decay on ``W`` is ``λ = λ̃/√κ``: :func:`lam_from_lam_tilde`); ``noise`` is the
 label-noise variance ``Δ``; the letter δ is kept for the spectral width of C3.
 
 >>> import attnlab as al
@@ -12,7 +12,7 @@ label-noise variance ``Δ``; the letter δ is kept for the spectral width of C3.
 from attnlab.highdim.data import TASKS, Dataset, attention, logits, mp_target, power_law_target, sample
 from attnlab.highdim.decomposition import ErrorDecomposition, decompose_error
 from attnlab.highdim.outliers import count_outliers, predicted_outliers
-from attnlab.highdim.scaling import PowerLawFit, local_exponents, plateau, power_law_fit
+from attnlab.highdim.scaling import PowerLawFit, find_plateau, local_exponents, power_law_fit
 from attnlab.highdim.spectra import (
     ConvolvedLaw,
     DiscreteSpectrum,
@@ -73,6 +73,7 @@ __all__ = [
     "count_outliers",
     "decompose_error",
     "evaluate",
+    "find_plateau",
     "flat_to_matrix",
     "interpolation_threshold",
     "lam_from_lam_tilde",
@@ -83,7 +84,6 @@ __all__ = [
     "perfect_recovery_bayes",
     "perfect_recovery_threshold",
     "perfect_recovery_unfactorised",
-    "plateau",
     "power_law_spectrum",
     "power_law_target",
     "power_law_fit",

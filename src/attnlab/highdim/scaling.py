@@ -4,8 +4,8 @@ The excess error ``e − e0`` of a run is measured at several sample sizes ``x =
 replicate); :func:`power_law_fit` fits the exponent of the seed-mean curve in log-log coordinates and its
 standard error from the per-seed exponents, :func:`local_exponents` gives the exponents over successive
 windows (a power law has constant local exponents; a drift says the law has not set in, and a fit over a
-window that straddles a crossover measures the crossover), and :func:`plateau` says whether the last
-windows agree. The statistics themselves are :mod:`attnlab.core.stats`'s.
+window that straddles a crossover measures the crossover), and :func:`find_plateau` finds the longest
+run of windows that agree. The statistics themselves are :mod:`attnlab.core.stats`'s.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 
 from attnlab.core.stats import local_slopes, loglog_slope
 
-__all__ = ["PowerLawFit", "local_exponents", "plateau", "power_law_fit"]
+__all__ = ["PowerLawFit", "find_plateau", "local_exponents", "power_law_fit"]
 
 
 @dataclass(frozen=True)
@@ -67,13 +67,25 @@ def local_exponents(x: Sequence[float], y: Sequence[float], window: int = 2) -> 
     return local_slopes(x, y, window)
 
 
-def plateau(exponents: Sequence[float | None], tol: float, last: int = 2) -> bool:
-    """True when the ``last`` local exponents all exist and lie within ``tol`` of each other."""
-    if last < 1:
-        raise ValueError(f"last: expected an integer >= 1, got {last!r}")
-    if tol < 0:
+def find_plateau(exponents: Sequence[float | None], tol: float, length: int = 2) -> tuple[int, int] | None:
+    """The longest run of at least ``length`` consecutive local exponents that lie within ``tol`` of each
+    other (max − min), as ``(first, last)`` indices (inclusive; the earliest of equally long runs), or
+    None when there is none (missing exponents break a run)."""
+    if length < 1:
+        raise ValueError(f"length: expected an integer >= 1, got {length!r}")
+    if not tol >= 0:
         raise ValueError(f"tol: expected a non-negative tolerance, got {tol!r}")
-    tail = list(exponents)[-last:]
-    if len(tail) < last or any(e is None or not math.isfinite(e) for e in tail):
-        return False
-    return max(tail) - min(tail) <= tol
+    ex = list(exponents)
+    best: tuple[int, int] | None = None
+    for i in range(len(ex)):
+        lo = hi = None
+        for j in range(i, len(ex)):
+            e = ex[j]
+            if e is None or not math.isfinite(e):
+                break
+            lo, hi = (e, e) if lo is None else (min(lo, e), max(hi, e))
+            if hi - lo > tol:
+                break
+            if j - i + 1 >= length and (best is None or j - i > best[1] - best[0]):
+                best = (i, j)
+    return best

@@ -150,13 +150,14 @@ def emergence(rows: Sequence[Row]) -> dict[str, Any]:
 
 
 def scaling_law(rows: Sequence[Row]) -> dict[str, Any]:
+    """Excess error against n/d per curve (left) and its local exponents (right), prediction dotted."""
     good = [r for r in _test(rows) if "excess" in r.metrics]
-    fig, ax = new_figure()
-    ax = ax[0][0]
+    fig, axes = new_figure(1, 2)
+    ax, axl = axes[0]
     drawn: set = set()
     for side, marker in (("theory", "o-"), ("simulation", "s--")):
         rs = [r for r in good if r.params.get("side", "theory") == side]
-        for (g, d), grs in sorted(_by(rs, "gamma", "d").items()):
+        for (g, d, lam), grs in sorted(_by(rs, "gamma", "d", "lam").items()):
             by_a = sorted(_by(grs, "alpha").items())
             x = np.array([a * d for (a,), _ in by_a])
             y = np.array([np.mean([r.metrics["excess"] for r in v]) for _, v in by_a])
@@ -164,16 +165,22 @@ def scaling_law(rows: Sequence[Row]) -> dict[str, Any]:
             if keep.sum() < 2:
                 continue
             x, y = x[keep], y[keep]
-            slope = loglog_slope(x, y)
-            label = "state evolution" if side == "theory" else "Adam (mean over seeds)"
-            ax.loglog(x, y, marker, label=f"{label}, γ={g}, d={d}: slope {slope:.2f}")
-            if g not in drawn:  # the predicted slope once per γ, through the first point
+            label = (
+                "state evolution" if side == "theory" else "Adam (seed mean)"
+            ) + f", γ={g}, d={d}, λ̃={lam}"
+            line = ax.loglog(x, y, marker, label=label)
+            loc = [loglog_slope(x[i : i + 2], y[i : i + 2]) for i in range(x.size - 1)]
+            axl.semilogx(np.sqrt(x[:-1] * x[1:]), loc, marker, color=line[0].get_color())
+            if g not in drawn:  # the predicted exponent once per γ
                 drawn.add(g)
                 pred = -1 + 1 / (2 * g)
                 ax.loglog(x, y[0] * (x / x[0]) ** pred, "k:", lw=1, label=f"−1 + 1/(2γ) = {pred:.2f}")
+                axl.axhline(pred, color="k", ls=":", lw=1)
     ax.set_xlabel("n/d (samples per dimension)")
     ax.set_ylabel("excess test error e − e0 (sum over T² entries)")
     ax.legend(fontsize=6, loc="lower left")
+    axl.set_xlabel("n/d (geometric middle of each pair)")
+    axl.set_ylabel("local exponent d log(e − e0) / d log(n/d)")
     return {"scaling_law": fig}
 
 
