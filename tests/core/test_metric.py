@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from attnlab.core import geometry
+from attnlab.core.metric import batch_hdi as metric_batch
 from attnlab.core.metric import covariance, data_metric_diversity, hdi, mc_null, metric_null, metric_root
 
 DT = torch.float64
@@ -64,5 +65,18 @@ def test_anisotropic_metric_lowers_the_null():
     assert m < geometry.null_hdi(d, k, H)[0] - 0.2
     # a draw function that ignores its generator gives a zero-spread null
     W = torch.randn(H, d, k, generator=_g(8), dtype=DT)
-    mean, sd = mc_null(lambda g: W, "subspace", 3)
-    assert mean == pytest.approx(hdi(W)) and sd == 0.0
+    mean, sd = mc_null(lambda g, n: W.expand(n, H, d, k), "subspace", 3)
+    assert mean == pytest.approx(hdi(W), abs=1e-12) and sd == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("form", ["subspace", "weight"])
+def test_batched_hdi_equals_one_stack_at_a_time(form):
+    """batch_hdi packs many stacks into one overlap matrix (in chunks): each stack's HDI must be the one
+    computed alone (float64 rounding only)."""
+    S, H, d, k = 70, 3, 10, 4  # 256 // 12 = 21 stacks per chunk: four chunks
+    W = torch.randn(S, H, d, k, generator=_g(9), dtype=DT)
+    ref = torch.tensor([hdi(W[s], form) for s in range(S)], dtype=DT)
+    assert torch.allclose(metric_batch(W, form), ref, atol=1e-12)
+    W = torch.randn(9, 4, 40, 40, generator=_g(10), dtype=DT)  # 160 head columns: one stack per chunk
+    ref = torch.tensor([hdi(W[s], form) for s in range(9)], dtype=DT)
+    assert torch.allclose(metric_batch(W, form), ref, atol=1e-12)

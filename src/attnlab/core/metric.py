@@ -26,7 +26,7 @@ import torch
 from attnlab.core import geometry
 from attnlab.core.validation import check_choice, check_int, check_tensor
 
-__all__ = ["covariance", "data_metric_diversity", "hdi", "mc_null", "metric_null", "metric_root"]
+__all__ = ["batch_hdi", "covariance", "data_metric_diversity", "hdi", "mc_null", "metric_null", "metric_root"]
 
 _DT = torch.float64
 
@@ -71,8 +71,30 @@ def hdi(W: torch.Tensor, form: str = "subspace") -> float:
     return 1.0 - float(ov[iu[0], iu[1]].mean())
 
 
+def batch_hdi(W: torch.Tensor, form: str = "subspace") -> torch.Tensor:
+    """HDI of each stack in a batch ``(S, H, d, k)`` -> ``(S,)``, float64.
+
+    The ``S·H`` heads go through :func:`attnlab.core.geometry.overlap_matrix` together, in chunks of at
+    most ~256 head columns; each stack's ``H × H`` overlaps are the diagonal blocks of the result (the
+    overlap of two heads does not depend on the other heads of the stack).
+    """
+    W = check_tensor("W", W, ndim=4)
+    S, H, d, k = W.shape
+    if H < 2:
+        raise ValueError(f"W: expected at least 2 heads (H >= 2) for a pairwise index, got H = {H}")
+    iu = torch.triu_indices(H, H, 1, device=W.device)
+    chunk = max(1, 256 // (H * k))
+    out = []
+    for s0 in range(0, S, chunk):
+        n = min(chunk, S - s0)
+        ov = geometry.overlap_matrix(W[s0 : s0 + n].reshape(n * H, d, k), form)  # (nH, nH)
+        blocks = torch.diagonal(ov.view(n, H, n, H), dim1=0, dim2=2).permute(2, 0, 1)  # (n, H, H)
+        out.append(1.0 - blocks[:, iu[0], iu[1]].mean(-1))
+    return torch.cat(out)
+
+
 def mc_null(
-    draw: Callable[[torch.Generator], torch.Tensor],
+    draw: Callable[[torch.Generator | None, int], torch.Tensor],
     form: str = "subspace",
     samples: int = 64,
     generator: torch.Generator | None = None,
@@ -81,17 +103,17 @@ def mc_null(
 
     Parameters
     ----------
-    draw : callable ``generator -> Tensor (H, d, k)``
-        one draw of random head factors.
+    draw : callable ``(generator, n) -> Tensor (n, H, d, k)``
+        ``n`` independent draws of random head factors.
     form : {"subspace", "weight", "raw"}
     samples : int
         number of draws (the mean's standard error is ``sd/√samples``).
     generator : torch.Generator, optional
-        passed to every ``draw``.
+        passed to ``draw``.
     """
     check_choice("form", form, geometry.FORMS)
     samples = check_int("samples", samples, min=2)
-    vals = torch.tensor([hdi(draw(generator), form) for _ in range(samples)], dtype=_DT)
+    vals = batch_hdi(draw(generator, samples), form)  # (samples,)
     return float(vals.mean()), float(vals.std())
 
 
@@ -115,8 +137,8 @@ def metric_null(
             raise ValueError(f"sigma: expected shape ({d}, {d}), got {tuple(sigma.shape)}")
     dev = generator.device if generator is not None else "cpu"
 
-    def draw(g: torch.Generator | None) -> torch.Tensor:
-        G = torch.randn(H, d, k, generator=g, dtype=_DT, device=dev)  # (H, d, k)
+    def draw(g: torch.Generator | None, n: int) -> torch.Tensor:
+        G = torch.randn(n, H, d, k, generator=g, dtype=_DT, device=dev)  # (n, H, d, k)
         return G if root is None else root.to(dev) @ G
 
     return mc_null(draw, form, samples, generator)

@@ -46,10 +46,10 @@ _DT = torch.float64
 
 
 def _gaussian_ov(d: int, k: int, H: int, root: torch.Tensor | None):
-    def draw(g: torch.Generator | None) -> torch.Tensor:
-        Wv = torch.randn(H, d, k, generator=g, dtype=_DT)  # (H, d, k)
-        Wo = torch.randn(H, k, d, generator=g, dtype=_DT)  # (H, k, d)
-        return ov_factors(Wv if root is None else root @ Wv, Wo)  # (H, d, k)
+    def draw(g: torch.Generator | None, n: int) -> torch.Tensor:
+        Wv = torch.randn(n, H, d, k, generator=g, dtype=_DT)  # (n, H, d, k)
+        Wo = torch.randn(n, H, k, d, generator=g, dtype=_DT)  # (n, H, k, d)
+        return ov_factors(Wv if root is None else root @ Wv, Wo)  # (n, H, d, k)
 
     return draw
 

@@ -264,7 +264,7 @@ CLAIM = Claim(
         "Reading of Thm 5.1: training pressure drives heads towards orthogonal subspaces, so in small "
         "transformers trained from a random start the key subspaces end above the null of each HDI form."
     ),
-    version=1,
+    version=2,
     params=Params,
     grids={
         "quick": Grid(
