@@ -1,4 +1,4 @@
-"""How far per-head monotonicity survives approximate orthogonality (THEORY.md B8, Thm 39).
+"""How far per-head monotonicity survives approximate orthogonality (docs/flow.md B8, Thm 39).
 
 For each token state, :func:`critical_deltas` measures the margin ``κ`` of per-head monotonicity at
 exact orthogonality (``κ = min_h (dE_h/dt)/E_h`` at δ = 0, in units of 1/time with ``‖M_h‖_op = 1``)

@@ -6,7 +6,7 @@ configurations, and counts the configurations where some per-head energy falls
 every head. On the sphere form 1 is exactly ``dE_h/dt ≥ 0`` under orthogonality (usa kind, ``V = M``),
 so ``agree`` counts the configurations where the two coincide (all of them, up to rounding).
 :func:`radial_scan` evaluates the three forms and the per-head energy falls of given states over a
-grid of β (THEORY.md B4: the evidence for the critical β* of Condition 8).
+grid of β (docs/flow.md B4: the evidence for the critical β* of Condition 8).
 """
 
 from __future__ import annotations

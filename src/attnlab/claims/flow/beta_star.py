@@ -12,7 +12,7 @@ Identities (checks of the code and of the derivation, labelled as such): (i) the
 direct bisection of form 3 (and of form 2, with its own closed form) at orthogonal tokens, to 1e-9;
 (ii) the implication form 3 ⇒ form 1 ⇔ dE_h/dt ≥ 0 for heads on mutually orthogonal subspaces
 (``λP_h``, usa kind): no state with form 3 has a falling per-head energy (part ``onset``, which also
-reports the β at which per-head energy starts to fall, THEORY.md B4 (iii)).
+reports the β at which per-head energy starts to fall, docs/flow.md B4 (iii)).
 
 Verdict rule: fails if an identity fails; otherwise, on the orthogonal-token rows, holds when form 3
 holds in every state at every grid β below the predicted β* and in none above it; fails when some
@@ -80,7 +80,7 @@ def run(point: Point) -> Result:
             raise ValueError(f"heads, n: expected a valid β* (> 0), got {bs.note}")
         spec = Heads.scalar([p.strength] * p.heads, d=p.d, kind="usa", device=point.device)
         sc = radial_scan(spec, x, [r * bs.beta_star for r in p.beta_ratios])
-    else:  # onset: heads on mutually orthogonal subspaces, THEORY.md B4 (iii)
+    else:  # onset: heads on mutually orthogonal subspaces, docs/flow.md B4 (iii)
         spec = Heads.orthogonal_subspaces(p.heads, p.d, strength=p.strength, kind="usa", device=point.device)
         sc = radial_scan(spec, x, p.betas)
     over = np.nonzero(sc.fall > 0.01)[0]
