@@ -95,11 +95,14 @@ class _Bar:
 
                 self.ticker = LogTicker("computing", todo, unit="points")
             elif todo:
+                from rich.progress import TimeRemainingColumn
+
                 self.progress = Progress(
                     TextColumn("[bold]{task.description}"),
                     BarColumn(),
                     MofNCompleteColumn(),
                     TimeElapsedColumn(),
+                    TimeRemainingColumn(),
                     TextColumn("{task.fields[last]}"),
                     console=err_console,
                     transient=False,
