@@ -84,33 +84,6 @@ def test_energy_verdict_fails_on_large_error():
     assert c.verdict([row]).status == "fails"
 
 
-def test_value_perturbation_verdict_logic():
-    c = _claim("flow.value-perturbation")
-    mk = lambda s, v: Row(
-        str(s),
-        {"size": s},
-        "ok",
-        {
-            "violations": v,
-            "trials": 100,
-            "violations_t0": 0,  # noqa: E731
-            "median_first_violation_time": None,
-        },
-    )
-    assert c.verdict([mk(0.0, 0), mk(0.01, 0), mk(0.1, 5)]).status == "holds"
-    assert c.verdict([mk(0.0, 0), mk(0.01, 3), mk(0.1, 5)]).status == "fails"
-    assert c.verdict([mk(0.0, 0), mk(0.1, 5)]).status == "inconclusive"
-
-
-def test_value_perturbation_scale_statistics():
-    c = _claim("flow.value-perturbation")
-    rows = _rows(c, override={"batch": 16, "head_draws": 2, "size": [0.0, 0.01, 1.0]})
-    v = c.verdict(rows)
-    floor = [r.metrics["max_violation_over_floor"] for r in rows if r.metrics["max_violation_over_floor"]]
-    assert all(x <= 1.0 + 1e-9 for x in floor)  # dE/dt >= -floor exactly
-    assert v.numbers["max_relative_violation_by_size"]["0.0"] == 0.0
-
-
 def test_equiangular_claim():
     c = _claim("flow.equiangular-rates")
     rows = _rows(c, override={"t1": 6.0, "samples": 2000})
