@@ -57,6 +57,8 @@ def test_resume_gives_the_same_trajectory_bit_for_bit():
     assert not torch.equal(_flat(whole), _flat(other))
     with pytest.raises(ValueError, match="checkpoint"):
         train(COPY, SMALL, cfg, seed=7, checkpoint=first.checkpoint)
+    with pytest.raises(ValueError, match="until"):
+        train(COPY, SMALL, cfg, seed=5, checkpoint=first.checkpoint, until=3)
 
 
 def test_fits_a_planted_attention_pattern_to_its_known_optimum():

@@ -148,7 +148,7 @@ def task_loss(task: Any, out: torch.Tensor, target: torch.Tensor) -> torch.Tenso
     return F.mse_loss(out[:, -1, 0], target)
 
 
-def _model_config(task: Any, cfg: ModelConfig) -> None:
+def _check_fits(task: Any, cfg: ModelConfig) -> None:
     if task.kind == "lm" and (cfg.vocab_size != task.vocab_size or cfg.d_in):
         raise ValueError(
             f"model_cfg: expected vocab_size = {task.vocab_size} for this task, got {cfg.vocab_size}"
@@ -233,7 +233,7 @@ def train(
     if not isinstance(cfg, TrainConfig):
         raise ValueError(f"cfg: expected a TrainConfig, got {type(cfg).__name__}")
     seed = check_int("seed", seed, min=0)
-    _model_config(task, model_cfg)
+    _check_fits(task, model_cfg)
     stop = cfg.steps if until is None else check_int("until", until, min=0, max=cfg.steps)
     dev = torch.device(device)
     model = Transformer(model_cfg, generator(derive_seed(seed, "init"))).to(dev)
@@ -254,6 +254,8 @@ def train(
         start = int(checkpoint["step"])
         records = [Record.from_dict(r) for r in checkpoint["records"]]
         since_ckpt = list(checkpoint.get("since", []))
+        if stop < start:
+            raise ValueError(f"until: expected at least the checkpoint's step {start}, got {stop}")
     vg = generator(derive_seed(seed, "val"))
     val = [tuple(t.to(dev) for t in task.sample(cfg.batch_size, vg, "val")) for _ in range(cfg.val_batches)]
     probe = task.sample(cfg.probe_batch, vg, "val")[0].to(dev)
