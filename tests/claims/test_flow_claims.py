@@ -1,13 +1,11 @@
 """The eight flow.* claims: registration, grids, verdict logic on synthetic rows, one cheap run each part."""
 
-import math
 
-import numpy as np
 import pytest
 
 from attnlab.claims import flow
 from attnlab.claims.flow.energy_monotone import THRESHOLDS
-from attnlab.engine.protocol import Point, Row
+from attnlab.engine.protocol import Row
 from attnlab.report.figures.flow import FIGURES
 
 IDS = {
@@ -114,32 +112,3 @@ def test_radial_shadow_claim():
     top = v.numbers["scan_largest_dE1_rates"]
     assert top and top[0]["dE1_negative"] >= top[-1]["dE1_negative"]
     assert FIGURES[c.id](rows)
-
-
-def test_relu_claim_linearised_part():
-    c = _claim("flow.relu-vs-softmax")
-    lin = [p for p in c.points("quick") if p.params["part"] == "linearised"][0]
-    m = c.run(lin).metrics
-    assert m["slope_relu_n"] == pytest.approx(1.0, abs=1e-9)
-    assert abs(m["slope_softmax_n"] - 1) < 0.1
-    full = Point(
-        c.id,
-        "quick",
-        {
-            "part": "full",
-            "kind": "softmax",
-            "scale": "1",
-            "n": 16,
-            "d": 4,
-            "batch": 2,
-            "t1": 20.0,
-            "dt": 0.1,
-            "rep": 0,
-        },
-        0,
-        1,
-        params_cls=c.params,
-    )
-    r = c.run(full).metrics
-    assert r["time"] is not None and 0 < r["time"] < 20 and math.isfinite(r["final_gamma"])
-    assert np.isclose(r["t1"], 20.0)

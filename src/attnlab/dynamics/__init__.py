@@ -44,7 +44,13 @@ from attnlab.dynamics.observables import (
     radial_dominance,
     radial_shadows,
 )
-from attnlab.dynamics.rates import SuperadditivitySample, crossing_time, late_rate_fit, superadditivity_sample
+from attnlab.dynamics.rates import (
+    SuperadditivitySample,
+    crossing_time,
+    gamma_rate,
+    late_rate_fit,
+    superadditivity_sample,
+)
 from attnlab.dynamics.robustness import CriticalDeltas, critical_deltas
 from attnlab.dynamics.shadows import RadialScan, ShadowCounts, radial_scan, shadow_counts
 from attnlab.dynamics.space import Flat, Space, Sphere, get_space
@@ -60,6 +66,7 @@ __all__ = [
     "critical_deltas",
     "SuperadditivitySample",
     "crossing_time",
+    "gamma_rate",
     "energy_identity",
     "energy_monotone",
     "entropy_identity",

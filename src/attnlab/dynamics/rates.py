@@ -11,12 +11,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from attnlab.core.stats import linear_slope
 from attnlab.core.validation import check_int, check_real
 from attnlab.dynamics import theory as T
 
-__all__ = ["SuperadditivitySample", "crossing_time", "late_rate_fit", "superadditivity_sample"]
+__all__ = [
+    "SuperadditivitySample",
+    "crossing_time",
+    "gamma_rate",
+    "late_rate_fit",
+    "superadditivity_sample",
+]
 
 
 def crossing_time(t: np.ndarray, g: np.ndarray, target: float) -> float | None:
@@ -95,3 +102,16 @@ def superadditivity_sample(
     return SuperadditivitySample(
         lc, lam, mean, hetero, equal, (lam > lc).all(1) & distinct, (mean > lc) & distinct
     )
+
+
+def gamma_rate(xdot: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``dγ/dt`` of the mean off-diagonal inner product at a state: (B,) from ``x``, ``xdot`` (B, n, d).
+
+    ``d<x_i, x_j>/dt = <ẋ_i, x_j> + <x_i, ẋ_j>`` averaged over the ``n(n−1)`` ordered pairs i ≠ j.
+    """
+    if x.ndim != 3 or xdot.shape != x.shape:
+        raise ValueError(f"xdot: expected the shape of x {tuple(x.shape)} (B, n, d), got {tuple(xdot.shape)}")
+    n = x.shape[1]
+    G = xdot @ x.transpose(1, 2)  # (B, n, n): <ẋ_i, x_j>
+    total = 2 * G.sum((-2, -1)) - 2 * G.diagonal(dim1=-2, dim2=-1).sum(-1)  # off-diagonal pairs, both orders
+    return total / (n * (n - 1))

@@ -42,6 +42,7 @@ __all__ = [
     "relu_equiangular_rhs",
     "relu_equiangular_time",
     "relu_large_n_time",
+    "relu_random_init_rate",
 ]
 
 SCALES = ("1", "1/n")
@@ -307,3 +308,15 @@ def relu_large_n_time(lam: float, beta: float, gamma0: float, target: float = 0.
         (1 / gamma0 - 1 / target + math.log(target * (1 - gamma0) / (gamma0 * (1 - target))))
         / (2 * beta * lam * lam)
     )
+
+
+def relu_random_init_rate(lam: float, beta: float, n: int, d: int) -> float:
+    """Mean ``dγ/dt`` at uniform random tokens for one ReLU scalar head, large d: ``2βλ²/(n √(2π d))``.
+
+    At random init ``s_ij = <x_i, x_j> ~ N(0, 1/d)``; the pair's own term ``(λ/n) ReLU(βλ s_ij)`` dominates
+    ``<ẋ_i, x_j>``, and ``E[max(s, 0)] = 1/√(2π d)``: the force vanishes as ``d^{−1/2}`` (zero at γ = 0 in the
+    limit), against the softmax head's constant ``φ(λ) = 2λ/(e^{βλ} + n − 1)`` (:func:`phi`).
+    """
+    n = check_int("n", n, min=2)
+    d = check_int("d", d, min=1)
+    return float(2 * beta * lam * lam / (n * math.sqrt(2 * math.pi * d)))

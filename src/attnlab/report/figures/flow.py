@@ -18,14 +18,6 @@ def _test(rows: Sequence[Row]) -> list[Row]:
     return [r for r in rows if r.ok and not r.control]
 
 
-def _full_table(rows: Sequence[Row]) -> dict:
-    return {
-        (r.params["kind"], r.params["scale"], r.params["n"], r.params["d"]): r.metrics["time"]
-        for r in rows
-        if r.params.get("part", "full") == "full"
-    }
-
-
 def energy_monotone(rows: Sequence[Row]) -> dict:
     good = _test(rows)
     fig, ax = new_figure(1, 2)
@@ -225,32 +217,31 @@ def equiangular_rates(rows: Sequence[Row]) -> dict:
 def relu_vs_softmax(rows: Sequence[Row]) -> dict:
     good = _test(rows)
     fig, ax = new_figure(1, 2)
-    lin = [r for r in good if r.params.get("part") == "linearised" and "n" in r.arrays]
-    if lin:
-        a = lin[0].arrays
-        ax[0, 0].loglog(a["n"], a["t_soft"], "o-", label="softmax (linearised)")
-        ax[0, 0].loglog(a["n"], a["t_relu"][:, -1], "s-", label=f"ReLU (linearised), d={int(a['d'][-1])}")
-    tab = _full_table(good)
     for kind, mk in (("softmax", "o"), ("relu", "s")):
-        for d in sorted({k[3] for k in tab}):
-            pts = sorted(
-                (k[2], v) for k, v in tab.items() if k[0] == kind and k[1] == "1" and k[3] == d and v
+        for n in sorted({r.params["n"] for r in good if r.params.get("part") == "force"}):
+            rs = sorted(
+                (
+                    r
+                    for r in good
+                    if r.params.get("part") == "force" and r.params["kind"] == kind and r.params["n"] == n
+                ),
+                key=lambda r: r.params["d"],
             )
-            if pts:
-                ax[0, 0].loglog(*zip(*pts), mk + "--", mfc="none", label=f"{kind} full, d={d}")
+            if rs:
+                dd = [r.params["d"] for r in rs]
+                (ln,) = ax[0, 0].loglog(dd, [r.metrics["rate"] for r in rs], mk, label=f"{kind}, n={n}")
+                ax[0, 0].loglog(dd, [r.metrics["predicted"] for r in rs], "--", color=ln.get_color(), lw=0.8)
     ax[0, 0].set(
-        xlabel="tokens n", ylabel="time to γ = 1/2 (model units)", title="clustering time, velocity scale 1"
+        xlabel="dimension d", ylabel="dγ/dt at random tokens", title="early force (dashed: predicted)"
     )
     ax[0, 0].legend(fontsize=6)
-    for kind, mk in (("softmax", "o"), ("relu", "s")):
-        for n in sorted({k[2] for k in tab}):
-            pts = sorted(
-                (k[3], v) for k, v in tab.items() if k[0] == kind and k[1] == "1" and k[2] == n and v
-            )
-            if pts:
-                ax[0, 1].loglog(*zip(*pts), mk + "-", label=f"{kind}, n={n}")
-    ax[0, 1].set(xlabel="dimension d", ylabel="time to γ = 1/2 (model units)", title="full dynamics vs d")
-    ax[0, 1].legend(fontsize=6)
+    for r in good:
+        if r.params.get("part") == "times" and "t" in r.arrays:
+            ax[0, 1].plot(r.arrays["t"], r.arrays["gamma"], "-" if r.params["kind"] == "softmax" else "--",
+                          label=f"{r.params['kind']}, n={r.params['n']}, d={r.params['d']}")  # fmt: skip
+    ax[0, 1].axhline(0.5, color="k", lw=0.8, ls=":")
+    ax[0, 1].set(xlabel="time t (model units)", ylabel="mean γ", title="full dynamics from random tokens")
+    ax[0, 1].legend(fontsize=5)
     return {"relu_vs_softmax": fig}
 
 
