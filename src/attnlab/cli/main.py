@@ -15,11 +15,11 @@ import click
 import typer
 
 from attnlab import __version__
+from attnlab.cli import claimtools, runs
 from attnlab.cli import ensemble as ensemble_cli
 from attnlab.cli import flow as flow_cli
 from attnlab.cli import highdim as highdim_cli
 from attnlab.cli import results as results_cli
-from attnlab.cli import runs
 from attnlab.cli.common import UsageError
 from attnlab.cli.inspect import inspect_command
 
@@ -57,6 +57,7 @@ def _root(
     """Verify the claims of three papers on attention heads, and inspect real models' heads."""
 
 
+runs.claims_app.command("power")(claimtools.claims_power)
 app.add_typer(runs.claims_app, name="claims")
 app.command("reproduce")(runs.reproduce)
 app.command("report")(runs.report)

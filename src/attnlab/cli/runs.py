@@ -33,7 +33,9 @@ DeviceOpt = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N (bring you
 ThreadsOpt = typer.Option(None, "--threads", help="Torch threads per point (default: cores / workers).")
 
 
-def _check_common(profile: str, backend: str, workers: int | None, seed: int, out: Path) -> None:
+def _check_common(
+    profile: str, backend: str, workers: int | None, seed: int, out: Path, threads: int | None = None
+) -> None:
     from attnlab.claims import PROFILES
     from attnlab.engine import BACKENDS
 
@@ -52,11 +54,6 @@ def _check_common(profile: str, backend: str, workers: int | None, seed: int, ou
     if out.exists() and not out.is_dir():
         raise UsageError("--out", "a folder (or a path to create)", str(out))
     check_out_folder("--out", out)
-    # --threads is not an argument here; read it from the command's parsed options
-    from typer._click.globals import get_current_context
-
-    ctx = get_current_context(silent=True)
-    threads = ctx.params.get("threads") if ctx is not None else None
     if threads is not None and threads < 1:
         raise UsageError("--threads", "an integer >= 1 (torch threads per point)", threads)
 
@@ -144,7 +141,7 @@ def execute_run(
     from attnlab.engine import run_claims
     from attnlab.engine.backends import WorkerDied
 
-    _check_common(profile, backend, workers, seed, out)
+    _check_common(profile, backend, workers, seed, out, threads)
     device = check_device(device)
     overrides_all = _parse_sets(sets)
     overrides: dict[str, dict[str, Any]] = {}
@@ -328,6 +325,8 @@ def reproduce(
         if not claims:
             raise UsageError("--only", "a prefix of at least one claim id", only)
     if dry_run:
+        from attnlab.cli.claimtools import _dry_run
+
         _dry_run(claims, profile, seed, sets, out, workers, device, json_out)
         return
     summary = execute_run(
@@ -345,6 +344,8 @@ def reproduce(
         json_out=json_out,
         per_claim_sets=False,
     )
+    from attnlab.cli.claimtools import _report_progress, _screenshot
+
     rep = build_report(out, progress=_report_progress(json_out))
     shot = None if json_out else _screenshot(rep.html)
     if shot is not None:
@@ -375,6 +376,7 @@ def report(
     json_out: bool = JsonOpt,
 ) -> None:
     """Rebuild report.html / report.md / figures from the store (nothing is recomputed)."""
+    from attnlab.cli.claimtools import _check_dest, _report_progress
     from attnlab.report import build_report
 
     dest = _check_dest(to, out)
@@ -392,182 +394,3 @@ def report(
         return
     out_console.print(claims_table(rep.outcomes + rep.variants, title="attnlab claims (from the store)"))
     out_console.print(f"report: {rep.html} · {rep.markdown}")
-
-
-def _screenshot(html: Path) -> Path | None:
-    """Keep a picture of the report's first screen as report.png where Chromium is installed."""
-    from attnlab.report.browser import find_chromium, screenshot
-
-    if find_chromium() is None:
-        err_console.print(
-            "[dim]no Chromium found: report.png not written (install chromium to get one)[/dim]"
-        )
-        return None
-    try:
-        return screenshot(html, html.with_suffix(".png"))
-    except RuntimeError as e:
-        err_console.print(f"[dim]report.png not written: {e}[/dim]")
-        return None
-
-
-def _dry_run(claims, profile, seed, sets, out: Path, workers, device, json_out: bool) -> None:
-    """Points per claim, how many are stored, and the cost of the rest from stored runtimes."""
-    import os
-
-    from attnlab.engine import DB_NAME, Store
-
-    _check_common(profile, "serial", workers, seed, out)
-    overrides_all = _parse_sets(sets)
-    db = out / DB_NAME
-    store = Store(db, readonly=True) if db.exists() else None
-    rows, total_s, unknown = [], 0.0, []
-    try:
-        for c in claims:
-            names = _param_names(c, profile)
-            mine = c.check_overrides({k: v for k, v in overrides_all.items() if k in names})
-            pts = c.points(profile, seed, mine, device)
-            ids = [p.point_id for p in pts]
-            done = store.done_ids(ids, ("ok",)) if store else set()
-            mean = store.mean_runtime(c.id) if store else None
-            todo = len(pts) - len(done)
-            est = None if mean is None else mean * todo
-            if est is None and todo:
-                unknown.append(c.id)
-            total_s += est or 0.0
-            rows.append({"id": c.id, "points": len(pts), "stored": len(done), "to_compute": todo,
-                         "mean_runtime_s": mean, "estimate_cpu_s": est})  # fmt: skip
-    finally:
-        if store:
-            store.close()
-    n_workers = workers or max(1, os.cpu_count() or 1)
-    result = {
-        "profile": profile,
-        "claims": rows,
-        "points": sum(r["points"] for r in rows),
-        "to_compute": sum(r["to_compute"] for r in rows),
-        "estimate_cpu_s": round(total_s, 1),
-        "estimate_wall_s": round(total_s / n_workers, 1),
-        "workers": n_workers,
-        "unknown": unknown,
-        "note": "estimates are mean stored runtimes per point of each claim (any profile) times the points "
-        "left; claims with nothing stored are listed as unknown",
-    }
-    if json_out:
-        emit_json(result)
-        return
-    t = Table(
-        title=f"dry run: {result['points']} points at the {profile} profile, "
-        f"{result['to_compute']} to compute"
-    )
-    for col in ("claim", "points", "stored", "to compute", "mean s/point", "estimate (CPU s)"):
-        t.add_column(col, justify="right" if col != "claim" else "left")
-    for r in rows:
-        m, e = r["mean_runtime_s"], r["estimate_cpu_s"]
-        t.add_row(r["id"], str(r["points"]), str(r["stored"]), str(r["to_compute"]),
-                  "?" if m is None else f"{m:.2f}", "?" if e is None else f"{e:.0f}")  # fmt: skip
-    out_console.print(t)
-    out_console.print(
-        f"estimate: {total_s:.0f} CPU s, about {total_s / n_workers:.0f} s on {n_workers} worker(s)"
-        + (f"; no stored runtime for {len(unknown)} claim(s)" if unknown else "")
-    )
-
-
-def _check_dest(to: Path | None, out: Path) -> Path:
-    import os
-
-    dest = to if to is not None else out
-    if dest.exists() and not dest.is_dir():
-        raise UsageError("--to", "a folder (or a path to create)", str(dest))
-    probe = dest if dest.exists() else dest.parent
-    if probe.exists() and not os.access(probe, os.W_OK):
-        arg = "--to" if to is not None else "--out"
-        raise UsageError(
-            arg, "a folder the report can be written to (use --to for a read-only store)", str(dest)
-        )
-    return dest
-
-
-def _report_progress(quiet: bool):
-    """One line per figure-drawing claim on stderr (the report takes ~20 s at the quick profile)."""
-    state = {"n": 0, "total": 0}
-
-    def cb(event: str, payload: Any) -> None:
-        if quiet:
-            return
-        if event == "start":
-            state["total"] = payload
-        elif event == "claim":
-            state["n"] += 1
-            err_console.print(f"[dim]report: {state['n']}/{state['total']} {payload}[/dim]", highlight=False)
-
-    return cb
-
-
-@claims_app.command("power")
-def claims_power(
-    claim_id: str = typer.Argument(None, metavar="[ID]", help="A claim id (or --all)."),
-    all_claims_: bool = typer.Option(False, "--all", help="Every claim with a stored verdict."),
-    out: Path = OutOpt,
-    json_out: bool = JsonOpt,
-) -> None:
-    """Resolving power: re-decide the stored rows with each prediction scaled by 1 ± ε (nothing recomputed).
-
-    For each deciding prediction, the smallest ε in {1, 2, 5, 10, 25, 50}% that flips the verdict in
-    each direction; for claims with controls, whether each came out as designed. A theorem claim that
-    no perturbation up to 50% flips and with no failing negative control is shown as "cannot fail".
-    """
-    import time as _time
-
-    from attnlab.claims import all_claims
-    from attnlab.engine.power import resolving_power
-    from attnlab.engine.runner import DB_NAME
-    from attnlab.engine.store import Store
-
-    if (claim_id is None) == (not all_claims_):
-        raise UsageError("ID", "one claim id or --all (not both)", claim_id)
-    db = out / DB_NAME
-    if not db.exists():
-        raise UsageError("--out", f"a folder holding {DB_NAME}", str(out))
-    t0 = _time.perf_counter()
-    registry = {c.id: c for c in all_claims()}
-    if claim_id is not None and claim_id not in registry:
-        raise UsageError("ID", "a claim id (see 'attnlab claims list')", claim_id)
-    import os
-
-    with Store(db, readonly=not os.access(out, os.W_OK)) as store:
-        stored = [v for v in store.latest_verdicts(claim_id) if not v.variant and v.claim_id in registry]
-        if claim_id is not None and not stored:
-            raise UsageError("ID", f"a claim with a stored run in {out} (run it first)", claim_id)
-        results = []
-        for sv in stored:
-            claim = registry[sv.claim_id]
-            rows = store.rows(sv.point_ids, with_arrays=True)
-            verdict = claim.decide(rows)
-            p = resolving_power(claim, rows, verdict)
-            results.append(
-                {
-                    "id": claim.id,
-                    "kind": claim.kind,
-                    "verdict": verdict.status,
-                    "stored_verdict": sv.status,
-                    "stored_version": sv.version,
-                    "version": claim.version,
-                    **p.to_dict(),
-                }
-            )
-    elapsed = _time.perf_counter() - t0
-    if json_out:
-        emit_json({"claims": results, "elapsed_s": round(elapsed, 3), "store": str(db)})
-        return
-    t = Table(title=f"resolving power ({len(results)} claims, {elapsed:.1f} s)")
-    for col in ("claim", "kind", "verdict", "power", "per prediction: smallest flipping ε (+/−)"):
-        t.add_column(col, overflow="fold")
-    for r in results:
-        pct = lambda e: "none" if e is None else f"{100 * e:g}%"  # noqa: E731
-        per = "; ".join(f"{k} +{pct(f['+'])}/−{pct(f['-'])}" for k, f in r["flips"].items())
-        ctrl = "; ".join(f"{k}: {c['got']} (expect {c['expect']})" for k, c in r["controls"].items())
-        label = f"[bold magenta]{r['label']}[/]" if r["cannot_fail"] else r["label"]
-        t.add_row(
-            r["id"], r["kind"], r["verdict"], label, "; ".join(x for x in (per, ctrl) if x) or r["reason"]
-        )
-    out_console.print(t)
