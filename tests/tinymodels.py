@@ -224,3 +224,126 @@ def build_family(name: str, seed: int = 0, rope: dict | None = None) -> torch.nn
     model = transformers.AutoModel.from_config(cfg, attn_implementation="eager")
     randomise(model, seed)
     return model.float().eval()
+
+
+#: name -> (model_type, config kwargs, transformers class, input kind, sequence length)
+ENCODER_CONFIGS: dict[str, tuple[str, dict, str, str, int]] = {
+    "gpt_neox": ("gpt_neox", {**_BASE, "rotary_pct": 0.5, "attention_bias": True}, "AutoModel", "ids", 12),
+    "bloom": ("bloom", {"hidden_size": 32, "n_layer": 2, "n_head": 4}, "AutoModel", "ids", 12),
+    "bloom-6-heads": ("bloom", {"hidden_size": 36, "n_layer": 1, "n_head": 6}, "AutoModel", "ids", 12),
+    "gpt_bigcode": (
+        "gpt_bigcode",
+        {"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64},
+        "AutoModel",
+        "ids",
+        12,
+    ),
+    "distilbert": (
+        "distilbert",
+        {"dim": 32, "n_layers": 2, "n_heads": 4, "hidden_dim": 40},
+        "AutoModel",
+        "ids",
+        12,
+    ),
+    "electra": ("electra", {**_BASE, "embedding_size": 16}, "AutoModel", "ids", 12),
+    "vit": ("vit", {**_BASE, "image_size": 8, "patch_size": 4}, "AutoModel", "pixels", 5),
+    "clip_text_model": (
+        "clip_text_model",
+        {**_BASE, "max_position_embeddings": 16},
+        "CLIPTextModel",
+        "ids",
+        12,
+    ),
+    "clip_vision_model": (
+        "clip_vision_model",
+        {**_BASE, "image_size": 8, "patch_size": 4},
+        "CLIPVisionModel",
+        "pixels",
+        5,
+    ),
+    "whisper": (
+        "whisper",
+        {
+            "d_model": 32,
+            "encoder_layers": 2,
+            "encoder_attention_heads": 4,
+            "decoder_layers": 1,
+            "decoder_attention_heads": 4,
+            "encoder_ffn_dim": 40,
+            "decoder_ffn_dim": 40,
+            "num_mel_bins": 8,
+            "max_source_positions": 6,
+            "max_target_positions": 8,
+            "pad_token_id": 0,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+            "decoder_start_token_id": 1,
+        },
+        "AutoModel",
+        "audio",
+        6,
+    ),
+    "bart": (
+        "bart",
+        {
+            "d_model": 32,
+            "encoder_layers": 2,
+            "encoder_attention_heads": 4,
+            "decoder_layers": 1,
+            "decoder_attention_heads": 4,
+            "encoder_ffn_dim": 40,
+            "decoder_ffn_dim": 40,
+            "max_position_embeddings": 32,
+        },
+        "AutoModel",
+        "ids",
+        12,
+    ),
+    "t5": (
+        "t5",
+        {
+            "d_model": 32,
+            "d_kv": 8,
+            "d_ff": 40,
+            "num_layers": 2,
+            "num_heads": 4,
+            "relative_attention_num_buckets": 8,
+            "relative_attention_max_distance": 10,
+        },
+        "T5EncoderModel",
+        "ids",
+        24,
+    ),
+    "mpnet": (
+        "mpnet",
+        {**_BASE, "max_position_embeddings": 40},  # 32 buckets: transformers' MPNet ignores other counts
+        "AutoModel",
+        "ids",
+        24,
+    ),
+}
+
+
+def build_encoder(name: str, seed: int = 0) -> tuple[torch.nn.Module, dict]:
+    """A tiny float32 model of ``ENCODER_CONFIGS[name]`` and its inputs (batch 2)."""
+    torch.manual_seed(seed)
+    mt, kw, cls, kind, n = ENCODER_CONFIGS[name]
+    cfg = transformers.AutoConfig.for_model(mt, vocab_size=40, **kw)
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+        if key in kw:  # some configs reset special ids in __init__
+            setattr(cfg, key, kw[key])
+    model_cls = getattr(transformers, cls)
+    model = model_cls.from_config(cfg, attn_implementation="eager") if cls == "AutoModel" else model_cls(cfg)
+    model.set_attn_implementation("eager")
+    randomise(model, seed)
+    g = torch.Generator().manual_seed(3)
+    if kind == "ids":
+        inputs = {"input_ids": torch.randint(3, 40, (2, n), generator=g)}
+    elif kind == "pixels":
+        inputs = {"pixel_values": torch.randn(2, 3, 8, 8, generator=g)}
+    else:
+        inputs = {
+            "input_features": torch.randn(2, 8, 2 * n, generator=g),
+            "decoder_input_ids": torch.randint(3, 40, (2, 2), generator=g),
+        }
+    return model.float().eval(), inputs

@@ -91,3 +91,16 @@ def test_bad_input() -> None:
         weight_null_hdi(8, 2, 1)
     with pytest.raises(ValueError, match="kind: expected"):
         shape_moments(8, 2, "uniform")
+
+
+def test_diversity_with_weight_matches_the_two_direct_forms() -> None:
+    from attnlab.core.geometry import diversity_with_weight, overlap_matrix
+
+    W = torch.randn(9, 40, 5, generator=torch.Generator().manual_seed(2), dtype=DT)
+    W[3] = W[1] @ torch.randn(5, 5, generator=torch.Generator().manual_seed(4), dtype=DT)  # a shared subspace
+    div, wov = diversity_with_weight(W)
+    ref = diversity(W)
+    assert div.hdi == pytest.approx(ref.hdi, abs=1e-14) and div.z == pytest.approx(ref.z, rel=1e-12)
+    # the weight form from SVD factors vs its definition ‖WᵀW'‖²/(‖WᵀW‖‖W'ᵀW'‖): rounding only
+    torch.testing.assert_close(wov, overlap_matrix(W, form="weight"), rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(div.angles_deg, ref.angles_deg, rtol=0, atol=1e-9, equal_nan=True)

@@ -107,3 +107,24 @@ def test_unknown_rope_type_is_refused(tmp_path) -> None:
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ValueError, match="rope_type: expected one of .* got 'su-magic'"):
         load(tmp_path)
+
+
+from tinymodels import ENCODER_CONFIGS, build_encoder  # noqa: E402
+
+
+@pytest.mark.parametrize("name", sorted(ENCODER_CONFIGS))
+def test_encoder_and_fused_families_match_transformers(name: str, tmp_path, capsys) -> None:
+    from attnlab.cli.main import main
+
+    model, inputs = build_encoder(name)
+    model.save_pretrained(tmp_path)
+    heads = load(tmp_path, stream=True)
+    tr = trace(model, **inputs)
+    assert len(tr.inputs) == heads.n_layers
+    for i in range(heads.n_layers):
+        out = heads.forward(i, tr.inputs[i])
+        torch.testing.assert_close(out.probs, tr.attentions[i], rtol=0, atol=P_TOL)
+        torch.testing.assert_close(out.output, tr.outputs[i], rtol=0, atol=OUT_TOL)
+    capsys.readouterr()
+    assert main(["inspect", str(tmp_path), "--json", "--no-text"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_layers"] == heads.n_layers

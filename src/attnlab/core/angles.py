@@ -1,4 +1,4 @@
-"""Orthonormal bases and principal angles between head subspaces (THEORY.md A3).
+"""Orthonormal bases and principal angles between head subspaces (docs/ensemble.md A3).
 
 A head's subspace is the column space of its ``d × k`` projection. Bases come from a thin SVD with
 a numerical rank (singular values ``σ_i > rtol · σ_max``; default ``rtol = max(d, k) · eps`` of the
@@ -28,12 +28,18 @@ def _default_rtol(W: torch.Tensor) -> float:
 
 def _bases(W: torch.Tensor, rtol: float | None) -> tuple[torch.Tensor, torch.Tensor]:
     """Batched orthonormal bases: U (H, d, m) with columns beyond each rank zeroed, ranks (H,)."""
+    U, _, ranks = _bases_sv(W, rtol)
+    return U, ranks
+
+
+def _bases_sv(W: torch.Tensor, rtol: float | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`_bases` plus the singular values S (H, m) of each head."""
     tol = _default_rtol(W) if rtol is None else rtol
     U, S, _ = torch.linalg.svd(W.to(_DT), full_matrices=False)  # U (H, d, m), S (H, m), m = min(d, k)
     smax = S[..., :1]  # (H, 1)
     keep = S > tol * smax  # (H, m); S sorted descending, so a prefix
     ranks = keep.sum(dim=-1)  # (H,)
-    return U * keep.unsqueeze(-2).to(_DT), ranks
+    return U * keep.unsqueeze(-2).to(_DT), S, ranks
 
 
 def orthonormal_basis(W: torch.Tensor, rtol: float | None = None) -> tuple[torch.Tensor, int]:

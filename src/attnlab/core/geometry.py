@@ -1,6 +1,6 @@
 """Subspace geometry of attention heads: principal angles, overlaps, the Head Diversity Index.
 
-This module is the one home of the geometry of THEORY.md A3, used by paper A (``ensemble``) and
+This module is the one home of the geometry of docs/ensemble.md A3, used by paper A (``ensemble``) and
 by the real-model diagnostics. Every function takes a stack of per-head matrices
 ``W`` of shape ``[H, d, k]`` (model dimension ``d``, per-head dimension ``k = d_k``); the head's
 subspace is the COLUMN space of ``W[h]`` in ``R^d``.
@@ -44,7 +44,14 @@ from dataclasses import dataclass
 
 import torch
 
-from attnlab.core.angles import _bases, _pairs, _pairwise_angles, orthonormal_basis, principal_angles
+from attnlab.core.angles import (
+    _bases,
+    _bases_sv,
+    _pairs,
+    _pairwise_angles,
+    orthonormal_basis,
+    principal_angles,
+)
 from attnlab.core.nulls import _null_from_ranks, hdi_ceiling, null_hdi, null_principal_angles, weight_null_hdi
 from attnlab.core.validation import check_choice, check_real, check_tensor
 
@@ -55,6 +62,7 @@ __all__ = [
     "principal_angles",
     "overlap_matrix",
     "diversity",
+    "diversity_with_weight",
     "null_hdi",
     "null_principal_angles",
     "weight_null_hdi",
@@ -75,10 +83,20 @@ def _check_stack(W: object, name: str = "W") -> torch.Tensor:
 
 
 def _block_gram(U: torch.Tensor) -> torch.Tensor:
-    """``(H, k, H, k)``: block ``(h, h')`` is ``U_hᵀ U_h'`` (one ``(H·k) × (H·k)`` product)."""
+    """``(H, k, H, k)``: block ``(h, h')`` is ``U_hᵀ U_h'``; the upper block triangle is computed and
+    mirrored (half the products of one ``(H·k) × (H·k)`` Gram matrix)."""
     H, d, k = U.shape
     flat = U.permute(1, 0, 2).reshape(d, H * k)  # (d, H·k) all bases side by side
-    return (flat.transpose(0, 1) @ flat).reshape(H, k, H, k)
+    if H < 8:
+        return (flat.transpose(0, 1) @ flat).reshape(H, k, H, k)
+    out = torch.empty(H * k, H * k, dtype=flat.dtype, device=flat.device)
+    step = max(1, H // 8) * k  # 8 block rows
+    for s in range(0, H * k, step):
+        e = min(s + step, H * k)
+        blk = flat[:, s:e].transpose(0, 1) @ flat[:, s:]  # (rows, H·k − s)
+        out[s:e, s:] = blk
+        out[s:, s:e] = blk.transpose(0, 1)
+    return out.reshape(H, k, H, k)
 
 
 def _subspace_overlap(U: torch.Tensor, ranks: torch.Tensor, gram: torch.Tensor | None = None) -> torch.Tensor:
@@ -229,9 +247,38 @@ def diversity(W: torch.Tensor, form: str = "subspace", rtol: float | None = None
     H, d, _ = W.shape
     if H < 2:
         raise ValueError(f"W: expected at least 2 heads (H >= 2) for a pairwise index, got H = {H}")
-    U, ranks_t = _bases(W, rtol)
+    div, _ = _diversity(W, form, rtol, weight=False)
+    return div
+
+
+def diversity_with_weight(W: torch.Tensor, rtol: float | None = None) -> tuple[Diversity, torch.Tensor]:
+    """:func:`diversity` in the subspace form and the weight-form overlap matrix ``(H, H)``, from one
+    SVD per head and one Gram matrix of the bases: with ``W_h = U_h S_h V_hᵀ``,
+    ``‖W_hᵀ W_h'‖_F² = Σ_ab s_ha² s_h'b² (U_hᵀ U_h')_ab²`` and ``‖W_hᵀ W_h‖_F² = Σ_a s_ha⁴``."""
+    W = _check_stack(W)
+    if rtol is not None:
+        check_real("rtol", rtol, min=0.0, max=1.0, max_open=True)
+    if W.shape[0] < 2:
+        raise ValueError(f"W: expected at least 2 heads (H >= 2) for a pairwise index, got H = {W.shape[0]}")
+    div, wov = _diversity(W, "subspace", rtol, weight=True)
+    assert wov is not None
+    return div, wov
+
+
+def _diversity(
+    W: torch.Tensor, form: str, rtol: float | None, weight: bool
+) -> tuple[Diversity, torch.Tensor | None]:
+    H, d, _ = W.shape
+    U, S, ranks_t = _bases_sv(W, rtol)
     _check_ranks(ranks_t)
     gram = _block_gram(U)  # (H, k, H, k) shared by the overlaps and the angles
+    wov = None
+    if weight:
+        s2 = S.square()  # (H, m)
+        g2 = gram.square() * s2[:, :, None, None] * s2[None, None, :, :]  # (H, k, H, k)
+        num = g2.sum(dim=(1, 3))  # (H, H)  ‖W_hᵀ W_h'‖_F²
+        self_norm = s2.square().sum(-1).sqrt()  # (H,)
+        wov = num / (self_norm.unsqueeze(1) * self_norm.unsqueeze(0))
     if form == "subspace":
         ov = _subspace_overlap(U, ranks_t, gram)
     else:
@@ -256,7 +303,7 @@ def diversity(W: torch.Tensor, form: str = "subspace", rtol: float | None = None
     mean_angle = float(fin.mean()) if fin.numel() else math.nan
     k_ceiling = sum(ranks) / H
     ceiling = 1.0 if H * k_ceiling <= d else 1.0 - (H * k_ceiling / d - 1.0) / (H - 1)
-    return Diversity(
+    div = Diversity(
         hdi=hdi,
         hdi_null=null_m,
         hdi_null_sd=null_sd,
@@ -268,3 +315,4 @@ def diversity(W: torch.Tensor, form: str = "subspace", rtol: float | None = None
         ranks=ranks,
         ceiling=ceiling,
     )
+    return div, wov

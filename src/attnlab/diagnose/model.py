@@ -143,8 +143,7 @@ def _geometry_rows(
             hr[f"overlap_{name}"] = math.nan
             hr[f"mean_angle_{name}_deg"] = math.nan
         return None
-    div = geometry.diversity(stack, form="subspace")
-    w_ov = geometry.overlap_matrix(stack, form="weight")
+    div, w_ov = geometry.diversity_with_weight(stack)
     iu = torch.triu_indices(Hs, Hs, offset=1, device=stack.device)
     w_hdi = 1.0 - float(w_ov[iu[0], iu[1]].mean())
     if k <= d and d >= 2:
@@ -243,7 +242,7 @@ def diagnose(
         row["hdi_null"] = 1.0 - k / d if k <= d else math.nan  # the subspace null mean, whatever H
         row.setdefault("hdi_null_sd", math.nan)
         scale = torch.tensor(layer_scale, dtype=_DT, device=dev)
-        spec = qk_spectra(WQ, WKe, scale)  # (H, ...)
+        spec = qk_spectra(WQ, WK, scale, kv_index=kv)  # (H, ...)
         fd = flow_defects(WQ, WKe, WVe, WO, scale)
         cross = cross_products(WQ, WKe)  # (H, H)
         if H > 1:
@@ -289,7 +288,8 @@ def diagnose(
     nb = _nonbilinear_note(heads)
     if nb:
         notes.append(nb)
-    null = geometry.null_principal_angles(d, min(k, d), null_samples, generator(0))  # (S, k) degrees
+    # at most ~6400 null angles (figures and the median only): fewer pairs when d_head is large
+    null = geometry.null_principal_angles(d, min(k, d), max(8, min(null_samples, 6400 // k)), generator(0))
     for row in layer_rows:
         row["null_median_angle_deg"] = float(null.median())
     meta = heads.summary()

@@ -93,7 +93,12 @@ class QKSpectrum:
     edge_ratio: float
 
 
-def qk_spectra(W_Q: torch.Tensor, W_K: torch.Tensor, scale: torch.Tensor | float = 1.0) -> QKSpectrum:
+def qk_spectra(
+    W_Q: torch.Tensor,
+    W_K: torch.Tensor,
+    scale: torch.Tensor | float = 1.0,
+    kv_index: torch.Tensor | None = None,
+) -> QKSpectrum:
     """Spectrum of each head's bilinear form ``scale · W_Q W_Kᵀ``.
 
     Parameters
@@ -102,6 +107,9 @@ def qk_spectra(W_Q: torch.Tensor, W_K: torch.Tensor, scale: torch.Tensor | float
         per-head projections (any leading batch dims, e.g. ``(L, H)``).
     scale : float or Tensor broadcastable to the leading dims
         the score scale (``1/√d_head``); it multiplies every singular value.
+    kv_index : Tensor ``(H,)`` of int, optional
+        grouped K/V: ``W_K`` ``(H_kv, d, k)`` holds the distinct K heads and query head ``h`` uses
+        ``W_K[kv_index[h]]`` (each K head is factorised once).
 
     Returns
     -------
@@ -110,11 +118,22 @@ def qk_spectra(W_Q: torch.Tensor, W_K: torch.Tensor, scale: torch.Tensor | float
     check_tensor("W_Q", W_Q)
     if W_Q.ndim < 2:
         raise ValueError(f"W_Q: expected a (..., d, k) tensor, got shape {tuple(W_Q.shape)}")
-    check_tensor("W_K", W_K, shape=tuple(W_Q.shape))
+    if kv_index is None:
+        check_tensor("W_K", W_K, shape=tuple(W_Q.shape))
+    else:
+        check_tensor("W_K", W_K, shape=(None, *W_Q.shape[-2:]))
+        if W_Q.ndim != 3 or kv_index.shape != (W_Q.shape[0],) or int(kv_index.max()) >= W_K.shape[0]:
+            raise ValueError(
+                f"kv_index: expected {W_Q.shape[0]} indices into the {W_K.shape[0]} K heads, "
+                f"got shape {tuple(kv_index.shape)}"
+            )
     d, k = W_Q.shape[-2:]
     if k > d:
         raise ValueError(f"W_Q: expected k <= d, got (d, k) = {(d, k)}")
-    Ra, Rb = qk_triangular_factors(W_Q, W_K)
+    _, Ra = torch.linalg.qr(W_Q.to(_DT))  # (..., k, k)
+    _, Rb = torch.linalg.qr(W_K.to(_DT))  # (..., k, k) or (H_kv, k, k)
+    if kv_index is not None:
+        Rb = Rb[kv_index]
     sv = torch.linalg.svdvals(Ra @ Rb.transpose(-1, -2))  # (..., k) descending
     sv = sv * torch.as_tensor(scale, dtype=_DT, device=sv.device)[..., None]  # broadcasts over leading dims
     c = bulk_edge_ratio(int(d), int(k))

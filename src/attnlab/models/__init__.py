@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from attnlab.core.heads import HeadWeights
-from attnlab.models import albert, bert, decoder, gpt2
+from attnlab.models import albert, bert, decoder, encoders, fused, gpt2
 from attnlab.models.checkpoint import bundled_model_path, offline, read_config, read_folder, resolve_folder
 
 __all__ = [
@@ -41,7 +41,14 @@ __all__ = [
 ]
 
 #: family name -> converter module (``MODEL_TYPES``, ``convert``, ``ATTENTION_INPUT``, ``ATTENTION_OUTPUT``)
-FAMILIES: dict[str, ModuleType] = {"bert": bert, "albert": albert, "gpt2": gpt2, "decoder": decoder}
+FAMILIES: dict[str, ModuleType] = {
+    "bert": bert,
+    "albert": albert,
+    "gpt2": gpt2,
+    "decoder": decoder,
+    "fused": fused,
+    "encoders": encoders,
+}
 
 #: model_type -> why it is refused (not reproduced exactly by HeadWeights)
 REFUSED: dict[str, str] = {

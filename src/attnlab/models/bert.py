@@ -1,4 +1,4 @@
-"""BERT family (BERT, MiniLM, RoBERTa, XLM-R): separate ``query/key/value`` nn.Linear layers.
+"""BERT family (BERT, MiniLM, RoBERTa, XLM-R, ELECTRA): separate ``query/key/value`` nn.Linear layers.
 
 Key map (per layer ``i``, under an optional prefix such as ``bert.`` or ``roberta.``)::
 
@@ -21,7 +21,7 @@ import torch
 from attnlab.core.heads import HeadWeights, LayerHeads, LayerSource, default_scale
 from attnlab.models._common import ConfigView, find_prefix, get_tensor, linear_to_heads, out_linear_to_heads
 
-MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert")
+MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert", "electra")
 #: module names (regex on ``named_modules``): input = attention input; output = attention block output
 ATTENTION_INPUT = r"encoder\.layer\.\d+\.attention\.self$"
 ATTENTION_OUTPUT = r"encoder\.layer\.\d+\.attention\.output\.dense$"

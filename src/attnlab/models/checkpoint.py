@@ -54,24 +54,27 @@ def bundled_model_path() -> Path:
 
 
 class LazyState(Mapping[str, torch.Tensor]):
-    """A read-only state dict whose tensors are read from safetensors files on first access."""
+    """A read-only state dict whose tensors are read from safetensors files when accessed.
+
+    Each access opens the tensor's file with ``safe_open``, copies that one tensor out (in the
+    checkpoint's dtype) and closes the file again, so no mapping of a (multi-GB) shard stays
+    resident: memory holds only the tensors the caller keeps.
+    """
 
     def __init__(self, files: Mapping[str, Path]):
         self._files = dict(files)  # key -> file
-        self._handles: dict[Path, Any] = {}
 
     def __getitem__(self, key: str) -> torch.Tensor:
         from safetensors import safe_open
 
         path = self._files[key]
-        if path not in self._handles:
-            try:
-                self._handles[path] = safe_open(str(path), framework="pt")
-            except Exception as exc:  # safetensors raises its own error types
-                raise ValueError(
-                    f"checkpoint: expected a readable safetensors file, got {path} ({exc})"
-                ) from None
-        return self._handles[path].get_tensor(key)
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                return f.get_tensor(key)
+        except Exception as exc:  # safetensors raises its own error types
+            raise ValueError(
+                f"checkpoint: expected a readable safetensors file, got {path} ({exc})"
+            ) from None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._files)
@@ -142,7 +145,10 @@ def read_folder(path: str | os.PathLike) -> tuple[dict[str, Any], Mapping[str, t
         return config, LazyState(files)
     if binfile.is_file():
         try:
-            state = torch.load(str(binfile), map_location="cpu", weights_only=True)
+            try:  # mapped: tensors are paged in when a converter reads them
+                state = torch.load(str(binfile), map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError:  # legacy (non-zip) format cannot be mapped
+                state = torch.load(str(binfile), map_location="cpu", weights_only=True)
         except Exception as exc:
             raise ValueError(
                 f"checkpoint: expected a weights-only torch file, got {binfile} ({exc})"

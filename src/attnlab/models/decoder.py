@@ -97,6 +97,7 @@ def patterns(model_type: str) -> tuple[str, str]:
     mod = template.format(i=r"\d+").rstrip(".").replace(".", r"\.")
     return rf"(^|\.){mod}$", rf"(^|\.){mod}\.{names[3]}$"
 
+
 _NO_ROPE = ("gpt_neo", "opt")
 
 

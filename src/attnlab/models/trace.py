@@ -61,10 +61,20 @@ def _family_patterns(model: Any) -> tuple[str, str]:
 
 
 @torch.no_grad()
-def trace(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> Trace:
-    """Run ``model`` (eager attention, eval mode) on ``input_ids`` ``(B, n)``; record each attention layer."""
-    if input_ids.ndim != 2:
+def trace(
+    model: Any,
+    input_ids: torch.Tensor | None = None,
+    attention_mask: torch.Tensor | None = None,
+    **feed: Any,
+) -> Trace:
+    """Run ``model`` (eager attention, eval mode) on ``input_ids`` ``(B, n)`` (or other inputs such as
+    ``pixel_values``, ``input_features``, ``decoder_input_ids``); record each attention layer."""
+    if input_ids is not None and input_ids.ndim != 2:
         raise ValueError(f"input_ids: expected a (batch, tokens) tensor, got shape {tuple(input_ids.shape)}")
+    if input_ids is not None:
+        feed["input_ids"] = input_ids
+    if attention_mask is not None:
+        feed["attention_mask"] = attention_mask
     pat_in, pat_out = _family_patterns(model)
     inputs: list[torch.Tensor] = []
     outputs: list[torch.Tensor] = []
@@ -90,12 +100,13 @@ def trace(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor | No
         model.set_attn_implementation("eager")
     try:
         with offline():
-            res = model(input_ids=input_ids, attention_mask=attention_mask, output_attentions=True)
+            res = model(**feed, output_attentions=True)
     finally:
         for h in handles:
             h.remove()
         model.train(was_training)
-    attentions = [a.detach() for a in res.attentions]
+    att = getattr(res, "attentions", None) or getattr(res, "encoder_attentions", None)  # encoder-decoders
+    attentions = [a.detach() for a in att]
     if not (len(inputs) == len(outputs) == len(attentions)):
         raise ValueError(
             f"model: expected one record per attention layer, got {len(inputs)} inputs, "
