@@ -35,10 +35,10 @@ from attnlab.core import geometry
 from attnlab.core.heads import HeadWeights
 from attnlab.core.seeding import generator
 from attnlab.diagnose.entropy import attention_entropy
-from attnlab.diagnose.flow import cross_products, flow_defects, radial_dominance
+from attnlab.diagnose.flow import flow_defects, radial_dominance
 from attnlab.diagnose.spectra import qk_spectra
 
-__all__ = ["SENTENCES", "SUBSPACES", "Diagnosis", "diagnose", "ov_factors"]
+__all__ = ["SENTENCES", "SUBSPACES", "Diagnosis", "diagnose", "grouped_cross_products", "ov_factors"]
 
 _DT = torch.float64
 SUBSPACES = ("q", "k", "v", "ov")
@@ -104,6 +104,30 @@ class Diagnosis:
         if self.notes:
             out["note"] = "; ".join(self.notes)
         return out
+
+
+def grouped_cross_products(W_Q: torch.Tensor, W_K: torch.Tensor, kv_index: torch.Tensor) -> torch.Tensor:
+    """:func:`attnlab.diagnose.flow.cross_products` for grouped K/V: ``W_K`` ``(H_kv, d, k)`` unexpanded.
+
+    ``M_g M_h = s² A_g (B_gᵀ A_h) B_hᵀ`` with ``B_g = W_K[kv(g)]``, so the ``d``-long contractions
+    ``B_jᵀ A_h`` are made once per distinct K head (``H_kv · H`` instead of ``H²``); the operator norm
+    is that of ``R_{A_g} (B_gᵀ A_h) R_{B_h}ᵀ`` (thin-QR factors), computed in blocks of query heads.
+    Returns ``(H, H)``: ``‖M_g M_h‖_op / (‖M_g‖_op ‖M_h‖_op)``.
+    """
+    A, B = W_Q.to(_DT), W_K.to(_DT)
+    _, Ra = torch.linalg.qr(A)  # (H, k, k)
+    _, Rb = torch.linalg.qr(B)  # (H_kv, k, k)
+    Rbe = Rb[kv_index]  # (H, k, k)
+    op = torch.linalg.matrix_norm(Ra @ Rbe.transpose(-1, -2), ord=2)  # (H,)  ‖M_h‖_op / s
+    C = torch.einsum("jdk,hdl->jhkl", B, A)  # (H_kv, H, k, k)  B_jᵀ A_h
+    H = A.shape[0]
+    out = torch.empty(H, H, dtype=_DT, device=A.device)
+    step = max(1, H // 8)
+    for g0 in range(0, H, step):
+        g = torch.arange(g0, min(g0 + step, H), device=A.device)
+        prod = Ra[g][:, None] @ C[kv_index[g]] @ Rbe[None].transpose(-1, -2)  # (block, H, k, k)
+        out[g] = torch.linalg.matrix_norm(prod, ord=2)
+    return out / (op[:, None] * op[None, :])
 
 
 def _pair_means_per_head(values: torch.Tensor, H: int) -> torch.Tensor:
@@ -244,7 +268,7 @@ def diagnose(
         scale = torch.tensor(layer_scale, dtype=_DT, device=dev)
         spec = qk_spectra(WQ, WK, scale, kv_index=kv)  # (H, ...)
         fd = flow_defects(WQ, WKe, WVe, WO, scale)
-        cross = cross_products(WQ, WKe)  # (H, H)
+        cross = grouped_cross_products(WQ, WK, kv)  # (H, H)
         if H > 1:
             off = ~torch.eye(H, dtype=torch.bool, device=dev)
             c_off = cross.masked_fill(~off, float("nan"))

@@ -23,9 +23,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from attnlab.core.seeding import generator
 from attnlab.core.validation import check_int, check_real, check_tensor
 
 __all__ = ["QKSpectrum", "bulk_edge_ratio", "energy_rank", "qk_spectra", "qk_triangular_factors"]
@@ -54,13 +54,21 @@ def energy_rank(sv: torch.Tensor, fraction: float = 0.9) -> torch.Tensor:
 def bulk_edge_ratio(d: int, k: int, samples: int = 200, quantile: float = 0.99) -> float:
     """``q(σ_max) / E[median σ]`` for ``G_1 G_2ᵀ`` with independent Gaussian ``d × k`` factors.
 
-    Deterministic (seed 0). ``quantile`` of the largest singular value over ``samples`` draws.
+    Deterministic (seed 0). ``quantile`` of the largest singular value over ``samples`` draws. The
+    singular values of ``G_1 G_2ᵀ`` are those of ``R_1 R_2ᵀ`` (thin QR), and the ``R`` factor of a
+    Gaussian ``d × k`` matrix is drawn directly (Bartlett: ``|R_ii| ~ χ_{d−i}``, ``R_ij ~ N(0, 1)`` above
+    the diagonal), so the cost is ``k × k`` per draw whatever ``d``.
     """
     d = check_int("d", d, min=1)
     k = check_int("k", k, min=1, max=d)
-    g = generator(0)
-    G = torch.randn(2, samples, d, k, generator=g, dtype=_DT)  # (2, S, d, k)
-    Ra, Rb = qk_triangular_factors(G[0], G[1])
+    rng = np.random.default_rng(0)
+
+    def bartlett_r() -> torch.Tensor:
+        upper = torch.from_numpy(rng.standard_normal((samples, k, k))).triu(1)
+        diag = torch.from_numpy(np.sqrt(rng.chisquare(d - np.arange(k), size=(samples, k))))
+        return upper + torch.diag_embed(diag)  # (S, k, k)
+
+    Ra, Rb = bartlett_r(), bartlett_r()
     sv = torch.linalg.svdvals(Ra @ Rb.transpose(-1, -2))  # (S, k)
     return float(torch.quantile(sv[:, 0], quantile) / sv.median(dim=-1).values.mean())
 
