@@ -94,12 +94,6 @@ def test_equiangular_claim():
     assert ce[1] == pytest.approx(0.062, abs=5e-4) and ce[2] == pytest.approx(0.118, abs=5e-4)
 
 
-def test_entropy_claim():
-    c = _claim("flow.entropy")
-    v = c.verdict(_rows(c, override={"batch": 2, "states": 3}))
-    assert v.status == "holds" and v.numbers["identity_max_rel_err"] < 1e-8
-
-
 def test_radial_shadow_claim():
     c = _claim("flow.radial-shadow")
     rows = _rows(c, override={"batch": 128, "head_draws": 2, "beta": [4.0]})

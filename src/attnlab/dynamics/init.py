@@ -7,7 +7,7 @@ import torch
 from attnlab.core.seeding import generator as make_generator
 from attnlab.core.validation import check_int, check_real
 
-__all__ = ["uniform", "equiangular", "orthogonal"]
+__all__ = ["clusters", "equiangular", "orthogonal", "uniform"]
 
 
 def _gen(seed: int | None, generator: torch.Generator | None, device) -> torch.Generator | None:
@@ -92,3 +92,34 @@ def orthogonal(
     g = _gen(seed, generator, device)
     Q = _haar(batch, d, g, torch.float64, "cpu")  # (B, d, d)
     return Q[:, :, :n].transpose(1, 2).contiguous().to(device=device, dtype=dtype)  # (B, n, d)
+
+
+def clusters(
+    *,
+    batch: int,
+    n: int,
+    d: int,
+    k: int = 2,
+    spread: float = 0.1,
+    antipodal: bool = True,
+    seed: int | None = None,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype = torch.float64,
+    device: str | torch.device = "cpu",
+) -> torch.Tensor:
+    """Tokens in ``k`` tight clusters: token i near centre ``i mod k``, shape (batch, n, d).
+
+    Centres are uniform random unit vectors (with ``antipodal`` and k = 2: ``±c``); each token is
+    ``centre + spread·z`` (Gaussian z), normalised to the sphere.
+    """
+    batch, n, d = check_int("batch", batch, min=1), check_int("n", n, min=1), check_int("d", d, min=1)
+    k = check_int("k", k, min=1, max=n)
+    spread = check_real("spread", spread, min=0.0)
+    g = _gen(seed, generator, device)
+    c = torch.randn(batch, k, d, generator=g, dtype=dtype)  # (B, k, d)
+    c = c / torch.linalg.vector_norm(c, dim=-1, keepdim=True)
+    if antipodal and k == 2:
+        c = torch.stack([c[:, 0], -c[:, 0]], dim=1)
+    idx = torch.arange(n) % k
+    z = c[:, idx] + spread * torch.randn(batch, n, d, generator=g, dtype=dtype)  # (B, n, d)
+    return (z / torch.linalg.vector_norm(z, dim=-1, keepdim=True)).to(device)
