@@ -4,7 +4,6 @@ import pytest
 
 from attnlab.claims.highdim import CLAIMS
 from attnlab.engine.protocol import Row
-from attnlab.report.figures.highdim import FIGURES
 
 IDS = {
     "highdim.theory-vs-adam",
@@ -64,15 +63,6 @@ def test_spectrum_verdict():
     assert _claim("highdim.spectrum").points("quick")[0].params["d"] >= 100
 
 
-def test_pr_verdict():
-    cp = _claim("highdim.perfect-recovery")
-    rows = [
-        _row({"alpha": 0.1}, {"alpha_pr": 0.21, "test_error": 0.1}),
-        _row({"alpha": 0.4}, {"alpha_pr": 0.21, "test_error": 0.05}),
-    ]
-    assert cp.verdict(rows).status == "fails"
-
-
 @pytest.fixture
 def one_thread():
     # the engine runs each point on one thread; do the same here
@@ -82,16 +72,3 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
-
-
-@pytest.mark.slow
-def test_perfect_recovery_quick_end_to_end(one_thread):
-    c = _claim("highdim.perfect-recovery")
-    rows = []
-    for p in c.points("quick"):
-        r = c.run(p)
-        rows.append(Row(p.point_id, p.params, "ok", r.metrics, None, 0.0, r.arrays))
-    v = c.verdict(rows)
-    assert v.status in ("holds", "fails", "inconclusive") and "ratio" in v.numbers
-    figs = FIGURES[c.id](rows)
-    assert figs and all(f.axes[0].get_xlabel() for f in figs.values())

@@ -91,31 +91,42 @@ def spectrum(rows: Sequence[Row]) -> dict[str, Any]:
     return {"spectrum": fig}
 
 
-def _threshold(rows: Sequence[Row], metric: str, threshold: str, label: str, ylabel: str):
-    good = sorted(_test(rows), key=lambda r: r.params["alpha"])
-    good = [r for r in good if metric in r.metrics]
+def _threshold(rows: Sequence[Row], metric: str, marks: Sequence[tuple[str, str]], ylabel: str):
+    """``metric`` against α per d (seed means; factorised lines, unfactorised squares), with the
+    theory's thresholds ``marks`` = [(metric name, label)] as vertical lines."""
+    good = [r for r in _test(rows) if metric in r.metrics]
     fig, ax = new_figure()
     ax = ax[0][0]
-    ax.semilogy([r.params["alpha"] for r in good], [max(r.metrics[metric], 1e-12) for r in good], "o-")
-    if good and threshold in good[0].metrics:
-        ax.axvline(good[0].metrics[threshold], color="r", ls="--", label=label)
+    for (d, fac), rs in sorted(
+        _by(good, "d", "factorised").items(), key=lambda kv: (str(kv[0][1]), kv[0][0])
+    ):
+        by_a = sorted(_by(rs, "alpha").items())
+        a = [k[0] for k, _ in by_a]
+        y = [max(float(np.mean([r.metrics[metric] for r in v])), 1e-12) for _, v in by_a]
+        ax.semilogy(
+            a, y, "s" if fac is False else "o-", label=f"d = {d}" + (" unfactorised" if fac is False else "")
+        )
+    for (key, label), color in zip(marks, ("r", "g", "b")):
+        if good and key in good[0].metrics:
+            ax.axvline(good[0].metrics[key], color=color, ls="--", label=label)
     ax.set_xlabel("α = n/d²")
     ax.set_ylabel(ylabel)
-    ax.legend()
+    ax.legend(fontsize=7)
     return fig
 
 
 def interpolation(rows: Sequence[Row]) -> dict[str, Any]:
     ylabel = "training data loss per d² (penalty excluded)"
-    return {"interpolation": _threshold(rows, "data_loss", "alpha_interp", "α_interp (theory)", ylabel)}
+    return {"interpolation": _threshold(rows, "data_loss", [("alpha_interp", "α_interp (theory)")], ylabel)}
 
 
 def perfect_recovery(rows: Sequence[Row]) -> dict[str, Any]:
-    return {
-        "perfect_recovery": _threshold(
-            rows, "test_error", "alpha_pr", "α_PR (theory)", "noiseless test error"
-        )
-    }
+    marks = [
+        ("alpha_pr", "α_PR factorised"),
+        ("alpha_bo", "α Bayes-optimal"),
+        ("alpha_pr_unfactorised", "α_PR unfactorised"),
+    ]
+    return {"perfect_recovery": _threshold(rows, "test_error", marks, "noiseless test error")}
 
 
 def decomposition(rows: Sequence[Row]) -> dict[str, Any]:

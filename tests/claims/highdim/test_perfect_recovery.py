@@ -1,0 +1,90 @@
+"""highdim.perfect-recovery: the extrapolated recovery point, the side by side with the unfactorised
+student, no recovery below the Bayes-optimal threshold, resolving power, and a real point's thresholds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnlab.claims.highdim.perfect_recovery import CLAIM
+from attnlab.engine.power import resolving_power
+from attnlab.engine.protocol import Row
+from attnlab.report.figures.highdim import FIGURES
+
+APR, ABO, AUNF = 0.21108749109275288, 0.1875, 0.25
+ALPHAS = (0.17, 0.19, 0.21, 0.23, 0.25)
+
+
+def _rows(shift=0.3, ds=(30, 40), unf_error=0.06, width=0.01, limit=APR):
+    # noiseless error = level · exp(−(α − α_c(d))/width): log-linear, falling through the level at
+    # α_c(d) = limit + shift/d exactly (limit = α_PR by default)
+    th = {"alpha_pr": APR, "alpha_bo": ABO, "alpha_pr_unfactorised": AUNF}
+    rows = []
+    for d in ds:
+        ac = limit + shift / d
+        for a in ALPHAS:
+            m = th | {"test_error": 1e-3 * np.exp(-(a - ac) / width)}
+            rows.append(Row("x", {"alpha": a, "d": d, "rep": 0, "factorised": True, "level": 1e-3}, "ok", m))
+        rows.append(
+            Row(
+                "x",
+                {"alpha": 0.23, "d": d, "rep": 0, "factorised": False, "level": 1e-3},
+                "ok",
+                th | {"test_error": unf_error},
+            )
+        )
+    return rows
+
+
+def test_holds_when_all_three_readings_agree():
+    v = CLAIM.decide(_rows())
+    assert v.status == "holds" and v.numbers["alpha_measured"] == pytest.approx(APR, rel=1e-9)
+    assert v.numbers["side_by_side_ratio_min"] > 10 and v.numbers["no_recovery_below_bo"]
+    assert "between the thresholds" in v.note
+    assert FIGURES[CLAIM.id](_rows())["perfect_recovery"].axes[0].get_xlabel()
+
+
+def test_each_reading_can_fail_it():
+    # the unfactorised student as good as the factorised one between the thresholds
+    assert CLAIM.decide(_rows(unf_error=1e-3)).status == "fails"
+    # a recovery point 15% below α_PR (at 0.18, still above α_BO): the threshold reading fails alone
+    v = CLAIM.decide(_rows(shift=0.0, limit=0.18))
+    assert v.status == "fails" and not v.numbers["threshold_agrees"] and v.numbers["no_recovery_below_bo"]
+
+
+def test_power_on_alpha_pr_and_alpha_bo():
+    pw = resolving_power(CLAIM, _rows())
+    # a 10% tolerance on |measured/predicted − 1|: 10% low gives 11.1% (flips), 10% high 9.1% (holds)
+    assert pw.flips["alpha_pr"] == {"+": 0.25, "-": 0.1}
+    # a higher α_BO flips it once a recovered α (0.23 here) falls below the perturbed α_BO
+    assert pw.flips["alpha_bo"]["+"] is not None and not pw.cannot_fail
+
+
+def test_off_grid_is_outside_and_the_grids_straddle():
+    v = CLAIM.decide(_rows(shift=3.0))
+    assert v.status == "inconclusive" and "grid" in v.regime
+    for prof in ("quick", "full"):
+        pts = [p.p for p in CLAIM.points(prof)]
+        fac = sorted({p.alpha for p in pts if p.factorised})
+        assert fac[0] < ABO and fac[-1] >= 1.15 * APR and len({p.d for p in pts}) >= 2
+        assert {p.alpha for p in pts if not p.factorised} == {0.23} and APR < 0.23 < AUNF
+
+
+def test_real_point_thresholds(one_thread):
+    from attnlab.highdim import perfect_recovery_threshold
+
+    p = CLAIM.points("quick", overrides={"d": 8, "max_steps": 30})[0]
+    m = CLAIM.run(p).metrics
+    # ᾱ = α (T² + T − 2)/2 = 2α at T = 2
+    assert m["alpha_pr"] == pytest.approx(perfect_recovery_threshold(0.5) / 2, rel=1e-12)
+    assert (m["alpha_bo"], m["alpha_pr_unfactorised"]) == pytest.approx((0.375 / 2, 0.25), rel=1e-12)
+
+
+@pytest.fixture
+def one_thread():
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
