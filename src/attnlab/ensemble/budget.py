@@ -23,10 +23,11 @@ from attnlab.ensemble.layouts import projection_layout
 __all__ = ["BudgetSweep", "budget_splits", "budget_sweep", "continuous_optimum", "fit_power_law"]
 
 
-def budget_splits(D: int) -> list[int]:
-    """The per-head dimensions ``d_k`` that divide ``D`` (ascending)."""
+def budget_splits(D: int, max_d_k: int | None = None) -> list[int]:
+    """The per-head dimensions ``d_k`` that divide ``D`` (ascending), at most ``max_d_k`` when given."""
     D = check_int("D", D, min=1)
-    return [k for k in range(1, D + 1) if D % k == 0]
+    top = D if max_d_k is None else check_int("max_d_k", max_d_k, min=1)
+    return [k for k in range(1, D + 1) if D % k == 0 and k <= top]
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ def budget_sweep(
     kernel: str = "gaussian",
     seed: int = 0,
     device: str | torch.device = "cpu",
+    max_d_k: int | None = None,
 ) -> BudgetSweep:
     """Integrated MSE of the uniform ensemble for each split ``D = H · d_k``.
 
@@ -62,9 +64,10 @@ def budget_sweep(
     generator is re-seeded per split), so differences between splits are not sampling noise
     of the data. Projections: ``layout`` frames scaled by ``c``; the default bandwidth
     convention ``scale = 1/√d_k``. Random draws use CPU generators (the same numbers on every
-    device); the Monte Carlo kernel sums run on ``device``.
+    device); the Monte Carlo kernel sums run on ``device``. ``max_d_k`` keeps only the splits with
+    ``d_k <= max_d_k`` (e.g. ``d − 1``: every head a proper subspace of the input, so heads differ).
     """
-    ks = budget_splits(D)
+    ks = budget_splits(D, max_d_k)
     mse, b2, vp = [], [], []
     for k in ks:  # one MC decomposition per split (a handful of splits)
         H = D // k

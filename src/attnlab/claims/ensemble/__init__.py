@@ -5,7 +5,11 @@ from attnlab.claims.ensemble import (
     decomposition,
     decorrelation_optimal,
     hdi_monotone,
+    heads_linear_in_budget,
+    many_small_heads,
     nw_identity,
+    single_head_smoother,
+    training_orthogonalises,
     variance_needs_decorrelation,
     weighting,
 )
@@ -16,8 +20,12 @@ CLAIMS = [
     variance_needs_decorrelation.CLAIM,
     hdi_monotone.CLAIM,
     decorrelation_optimal.CLAIM,
+    training_orthogonalises.CLAIM,
     budget_law.CLAIM,
+    heads_linear_in_budget.CLAIM,
+    many_small_heads.CLAIM,
     weighting.CLAIM,
+    single_head_smoother.CLAIM,
 ]
 
 __all__ = ["CLAIMS"]

@@ -203,6 +203,85 @@ def weighting(rows: Sequence[Row]) -> dict[str, Any]:
     return {"weighting": fig}
 
 
+def heads_linear_in_budget(rows: Sequence[Row]) -> dict[str, Any]:
+    ok = _ok(rows)
+    fig, axes = new_figure(1, 1, 5, 3.6)
+    ax = axes[0][0]
+    Ds = sorted({r.params["D"] for r in ok})
+    for r in ok:
+        ax.plot(r.params["D"], r.params["D"] / r.metrics["dk_star"], "o", color="C0", alpha=0.5, ms=4)
+    hs = [np.mean([D / r.metrics["dk_star"] for r in ok if r.params["D"] == D]) for D in Ds]
+    ax.plot(Ds, hs, "C0-", label="H* = D/d_k* (mean over seeds)")
+    if Ds:
+        ax.plot(Ds, np.array(Ds) * hs[-1] / Ds[-1], "k--", lw=1, label="linear in D")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("budget D = H·d_k")
+    ax.set_ylabel("optimal number of heads H*")
+    ax.legend(fontsize=7)
+    return {"heads_vs_budget": fig}
+
+
+def many_small_heads(rows: Sequence[Row]) -> dict[str, Any]:
+    fig, axes = new_figure(1, 1, 5, 3.6)
+    ax = axes[0][0]
+    for r in _ok(rows, None):
+        ax.plot(
+            r.metrics["d_k"],
+            r.metrics["mse_by_split"],
+            "o-",
+            ms=3,
+            color="C1" if r.control else "C0",
+            alpha=0.6,
+        )
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("per-head dimension d_k (H = D/d_k)")
+    ax.set_ylabel("integrated MSE (squared target units)")
+    ax.set_title("Every split of the budget, one line per seed", fontsize=9)
+    return {"mse_by_split": fig}
+
+
+def training_orthogonalises(rows: Sequence[Row]) -> dict[str, Any]:
+    groups = sorted({r.control for r in rows if r.ok})
+    fig, axes = new_figure(1, max(1, len(groups)), 4.2, 3.6)
+    for ax, name in zip(axes[0], groups):
+        for r in _ok(rows, name):
+            col = "C0" if r.params["setting"][3] == "radial" else "C1"
+            ax.plot(
+                [0, 1], [r.metrics["hdi_init"], r.metrics["hdi_trained"]], "o-", color=col, ms=3, alpha=0.7
+            )
+            ax.axhline(r.metrics["hdi_null"], color="k", ls=":", lw=1)
+        ax.set_xticks([0, 1], ["initial", "trained"])
+        ax.set_ylabel("HDI (subspace form); dotted: random-subspace null")
+        ax.set_title(f"{name or 'test'} (blue radial, orange bump)", fontsize=8)
+    return {"hdi_training": fig}
+
+
+def single_head_smoother(rows: Sequence[Row]) -> dict[str, Any]:
+    ok = _ok(rows)
+    fig, axes = new_figure(1, 1, 5, 3.6)
+    ax = axes[0][0]
+    for i, c in enumerate(sorted({r.params["c"] for r in ok})):
+        rs = [r for r in ok if r.params["c"] == c]
+        ax.plot(
+            [r.metrics["n_h"] for r in rs],
+            [r.metrics["variance"] for r in rs],
+            "o",
+            color=f"C{i}",
+            label=f"c={c}",
+        )
+    if ok:
+        x = np.array(sorted(r.metrics["n_h"] for r in ok))
+        v0 = np.exp(np.mean([np.log(r.metrics["variance"] * r.metrics["n_h"]) for r in ok]))
+        ax.plot(x, v0 / x, "k--", lw=1, label="NW rate ∝ 1/(n h^d_k)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("n·h^{d_k} (points per kernel volume)")
+    ax.set_ylabel("integrated variance (squared target units)")
+    ax.legend(fontsize=7)
+    return {"single_head_variance": fig}
+
+
 FIGURES = {
     "ensemble.nw-identity": nw_identity,
     "ensemble.decomposition": decomposition,
@@ -211,4 +290,8 @@ FIGURES = {
     "ensemble.decorrelation-optimal": decorrelation_optimal,
     "ensemble.budget-law": budget_law,
     "ensemble.weighting": weighting,
+    "ensemble.heads-linear-in-budget": heads_linear_in_budget,
+    "ensemble.many-small-heads": many_small_heads,
+    "ensemble.training-orthogonalises": training_orthogonalises,
+    "ensemble.single-head-smoother": single_head_smoother,
 }
