@@ -12,6 +12,7 @@ from __future__ import annotations
 from attnlab.training.data import CharCorpus, CopyTask, NWTask, TextTask, corpus_files, shakespeare_text
 from attnlab.training.geometry import FORMS, SUBSPACES, layer_geometry, trajectory
 from attnlab.training.model import POSITIONS, ModelConfig, Transformer, export_checkpoint, head_weights
+from attnlab.training.setup import make_task, shakespeare_corpus
 from attnlab.training.trainer import (
     Record,
     TrainConfig,
@@ -40,7 +41,9 @@ __all__ = [
     "head_weights",
     "layer_geometry",
     "learning_rate",
+    "make_task",
     "record_steps",
+    "shakespeare_corpus",
     "shakespeare_text",
     "task_loss",
     "train",

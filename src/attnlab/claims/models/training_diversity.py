@@ -25,7 +25,6 @@ reported beside it, with the QK rank and the attention entropy.
 
 from __future__ import annotations
 
-import functools
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,7 +45,7 @@ from attnlab.engine.protocol import (
     Verdict,
 )
 
-__all__ = ["CLAIM", "CLAIMS", "Params", "decide_groups", "run", "verdict"]
+__all__ = ["CLAIM", "Params", "decide_groups", "run", "verdict"]
 
 FORMS = ("subspace", "weight", "data")
 SUBSPACES = ("q", "k", "v", "ov")
@@ -75,34 +74,17 @@ class Params:
     null_samples: int = 32  # Monte Carlo draws of each data-metric null
 
 
-@functools.lru_cache(maxsize=2)
-def _corpus() -> Any:
-    from attnlab.training import CharCorpus, shakespeare_text
-
-    return CharCorpus(shakespeare_text())
-
-
-def _setup(p: Params) -> tuple[Any, Any]:
-    from attnlab.ensemble.data import RegressionTask
-    from attnlab.training import ModelConfig, NWTask, TextTask
-
-    shape = dict(n_layers=p.n_layers, n_heads=p.n_heads, d_model=p.d_model, positions=p.positions)
-    if p.task == "text":
-        task = TextTask(_corpus(), seq_len=p.seq_len)
-        return task, ModelConfig(**shape, seq_len=p.seq_len, vocab_size=task.vocab_size)
-    task = NWTask(RegressionTask(d=p.nw_dim, target=p.nw_target, noise=p.nw_noise), n_context=p.seq_len - 1)
-    return task, ModelConfig(**shape, seq_len=p.seq_len, d_in=task.d_in, d_out=1)
-
-
 def _keys() -> list[str]:
     return [f"{w}_{s}_{f}" for s in SUBSPACES for f in FORMS for w in ("hdi", "null", "null_sd")]
 
 
 def run(point: Point) -> Result:
-    from attnlab.training import TrainConfig, train, trajectory
+    from attnlab.training import TrainConfig, make_task, train, trajectory
 
     p: Params = point.p
-    task, mcfg = _setup(p)
+    shape = dict(n_layers=p.n_layers, n_heads=p.n_heads, d_model=p.d_model, seq_len=p.seq_len)
+    task, mcfg = make_task(p.task, **shape, positions=p.positions, nw_dim=p.nw_dim, nw_target=p.nw_target,
+                           nw_noise=p.nw_noise)  # fmt: skip
     cfg = TrainConfig(
         steps=p.steps,
         batch_size=p.batch_size,
@@ -313,5 +295,3 @@ CLAIM = Claim(
         "300 steps, 3 seeds; full (a GPU): d_model 128, 4 layers, 5000 steps, 5 seeds."
     ),
 )
-
-CLAIMS = [CLAIM]  # the engine's workers look the claim up in its own module
