@@ -108,3 +108,14 @@ def test_aligned_frames_put_the_first_axis_in_the_shared_part():
     task = RegressionTask(d=8, target="sine", noise=0.5)
     sw = controlled_overlap_sweep(task, 3, 2, 80, 1.5, [0.0, 90.0], 6, 30, (1, 11, 3), align=True)
     assert sw.bias2[1] > 2 * sw.bias2[0]
+
+
+def test_budget_splits_below_the_input_dimension():
+    from attnlab.ensemble.budget import budget_splits, budget_sweep
+
+    assert budget_splits(16, 15) == [1, 2, 4, 8] and budget_splits(12) == [1, 2, 3, 4, 6, 12]
+    task = RegressionTask(d=6, target="radial", noise=0.5)
+    full = budget_sweep(task, 6, 30, 2, 10, c=2.0, seed=3)
+    part = budget_sweep(task, 6, 30, 2, 10, c=2.0, seed=3, max_d_k=5)
+    assert part.d_k.tolist() == [1, 2, 3]
+    np.testing.assert_array_equal(part.mse, full.mse[:3])  # the same splits see the same draws
