@@ -10,6 +10,7 @@ from attnlab.claims.flow import (
     approx_orthogonal,
     beta_star,
     energy_monotone,
+    energy_monotone_softmax,
     entropy,
     equiangular_rates,
     radial_shadow,
@@ -19,6 +20,7 @@ from attnlab.claims.flow import (
 
 CLAIMS = [
     energy_monotone.CLAIM,
+    energy_monotone_softmax.CLAIM,
     value_perturbation.CLAIM,
     radial_shadow.CLAIM,
     beta_star.CLAIM,
