@@ -175,6 +175,18 @@ FAMILY_CONFIGS: dict[str, tuple[str, dict, int]] = {
     ),
 }
 
+FAMILY_CONFIGS["modernbert"] = (
+    "modernbert",
+    {
+        **_BASE,
+        "num_hidden_layers": 3,
+        "local_attention": 6,
+        "global_attn_every_n_layers": 2,
+        "pad_token_id": 0,
+    },
+    12,
+)
+
 #: RoPE variants on a tiny Llama (max_position_embeddings 8 < 12 tokens, so context extension acts)
 ROPE_VARIANTS: dict[str, dict] = {
     "default": {"rope_type": "default", "rope_theta": 100.0},
@@ -322,6 +334,18 @@ ENCODER_CONFIGS: dict[str, tuple[str, dict, str, str, int]] = {
         24,
     ),
 }
+
+
+_FALCON = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "bias": True}
+ENCODER_CONFIGS["falcon-mq"] = ("falcon", {**_FALCON, "multi_query": True}, "AutoModel", "ids", 12)
+ENCODER_CONFIGS["falcon-new"] = (
+    "falcon",
+    {**_FALCON, "new_decoder_architecture": True, "num_kv_heads": 2},
+    "AutoModel",
+    "ids",
+    12,
+)
+ENCODER_CONFIGS["falcon-mha"] = ("falcon", {**_FALCON, "multi_query": False}, "AutoModel", "ids", 12)
 
 
 def build_encoder(name: str, seed: int = 0) -> tuple[torch.nn.Module, dict]:

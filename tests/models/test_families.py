@@ -128,3 +128,22 @@ def test_encoder_and_fused_families_match_transformers(name: str, tmp_path, caps
     capsys.readouterr()
     assert main(["inspect", str(tmp_path), "--json", "--no-text"]) == 0
     assert json.loads(capsys.readouterr().out)["n_layers"] == heads.n_layers
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"model_type": "deberta-v2"}, r"got 'deberta-v2' \(disentangled attention"),
+        ({"model_type": "olmo", "clip_qkv": 8.0}, r"config.clip_qkv: expected none"),
+        ({"model_type": "falcon", "alibi": True}, r"config.alibi: expected false"),
+        ({"model_type": "bert", "position_embedding_type": "relative_key"}, r"position_embedding_type"),
+    ],
+)
+def test_refused_features_are_named(config: dict, message: str, tmp_path) -> None:
+    base = {"hidden_size": 8, "num_attention_heads": 2, "num_hidden_layers": 1, "n_head": 2, "n_layer": 1}
+    (tmp_path / "config.json").write_text(json.dumps({**base, **config}))
+    from safetensors.torch import save_file
+
+    save_file({"layers.0.self_attn.q_proj.weight": torch.zeros(8, 8)}, str(tmp_path / "model.safetensors"))
+    with pytest.raises(ValueError, match=message):
+        load(tmp_path)

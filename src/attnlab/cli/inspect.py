@@ -169,6 +169,8 @@ def _list_architectures(json_out: bool) -> None:
     refused.add_column("reason")
     for mt, why in arch["refused"].items():
         refused.add_row(mt, why)
+    for what, why in arch["refused_configurations"].items():
+        refused.add_row(what, why)
     out_console.print(refused)
 
 

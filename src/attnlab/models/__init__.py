@@ -30,6 +30,7 @@ from attnlab.models.checkpoint import bundled_model_path, offline, read_config, 
 __all__ = [
     "FAMILIES",
     "REFUSED",
+    "REFUSED_FEATURES",
     "architectures",
     "bundled_model_path",
     "family_of",
@@ -56,6 +57,15 @@ REFUSED: dict[str, str] = {
     "from shared relative embeddings, not expressible as per-head stages",
     "deberta": "disentangled attention (as deberta-v2)",
 }
+
+#: configurations of supported families that are refused, and why
+REFUSED_FEATURES: dict[str, str] = {
+    "olmo with clip_qkv": "q, k and v are clipped elementwise before attention (not a HeadWeights stage)",
+    "falcon with alibi": "the reference rounds the ALiBi bias to bfloat16",
+    "bert-family with position_embedding_type relative_key(_query)": "relative position embeddings inside "
+    "the scores are not reproduced",
+    "rope_type outside default/linear/dynamic/llama3/yarn/longrope": "only these six variants are reproduced",
+}
 BUNDLED_NAME = "all-MiniLM-L6-v2"
 
 
@@ -76,7 +86,11 @@ def family_of(config: Mapping[str, Any]) -> str:
 def architectures() -> dict[str, Any]:
     """``{"supported": {model_type: family}, "refused": {model_type: reason}}``."""
     sup = {t: name for name, m in FAMILIES.items() for t in m.MODEL_TYPES}
-    return {"supported": dict(sorted(sup.items())), "refused": dict(sorted(REFUSED.items()))}
+    return {
+        "supported": dict(sorted(sup.items())),
+        "refused": dict(sorted(REFUSED.items())),
+        "refused_configurations": dict(REFUSED_FEATURES),
+    }
 
 
 def from_state_dict(

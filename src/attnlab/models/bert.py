@@ -32,6 +32,12 @@ def convert(
 ) -> HeadWeights:
     """Convert a BERT-family state dict to :class:`HeadWeights`."""
     cfg = ConfigView(config)
+    pet = cfg.get("position_embedding_type", default="absolute")
+    if pet != "absolute":
+        raise ValueError(
+            f"config.position_embedding_type: expected 'absolute' (relative embeddings inside the scores are "
+            f"not reproduced), got {pet!r}"
+        )
     d = cfg.int("hidden_size")
     H = cfg.int("num_attention_heads")
     L = cfg.int("num_hidden_layers")

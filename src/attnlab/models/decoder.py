@@ -35,6 +35,9 @@ Key map (per layer ``i``, under an optional prefix such as ``model.``; ``nn.Line
 | gpt_neo     | h.i.attn.attention.            | same as gptj                  | no score scale; local layers|
 |             |                                |                               | window i−j < W              |
 | opt         | decoder.layers.i.self_attn.    | q_proj k_proj v_proj out_proj | learned absolute positions  |
+| modernbert  | layers.i.attn.                 | Wqkv = [q; k; v], Wo          | bidirectional; local layers |
+|             |                                |                               | see |i − j| ≤ window/2 and  |
+|             |                                |                               | use the local RoPE base     |
 +-------------+--------------------------------+-------------------------------+-----------------------------+
 
 Grouped K/V: K/V head ``j`` serves query heads ``j·r .. (j+1)·r − 1`` (``r = H / H_kv``), stored once.
@@ -85,6 +88,7 @@ KEYS: dict[str, tuple[str, tuple[str, str | None, str | None, str]]] = {
     "gptj": ("h.{i}.attn.", ("q_proj", "k_proj", "v_proj", "out_proj")),
     "gpt_neo": ("h.{i}.attn.attention.", ("q_proj", "k_proj", "v_proj", "out_proj")),
     "opt": ("layers.{i}.self_attn.", ("q_proj", "k_proj", "v_proj", "out_proj")),
+    "modernbert": ("layers.{i}.attn.", ("Wqkv", None, None, "Wo")),
 }
 MODEL_TYPES = tuple(KEYS)
 ATTENTION_INPUT = r"(^|\.)layers\.\d+\.self_attn$"
@@ -165,6 +169,12 @@ def convert(
     p = find_prefix(state, template.format(i=0) + (nq + ".weight"), mt)
     kinds = layer_kinds(config, L) if mt != "gpt_neo" else _gpt_neo_kinds(cfg, L)
     win = cfg.get("sliding_window", "window_size", default=None)
+    causal = mt != "modernbert"
+    if mt == "modernbert":  # local layers: |i − j| ≤ local_attention/2, both directions
+        every = int(cfg.get("global_attn_every_n_layers", default=3))
+        if cfg.get("layer_types", default=None) is None:
+            kinds = ["sliding_attention" if i % every else "full_attention" for i in range(L)]
+        win = int(cfg.get("local_attention", default=128)) // 2
     softcap = cfg.get("attn_logit_softcapping", default=None) if mt == "gemma2" else None
     rope = None
     if mt == "gptj":  # rotary_dim leading coordinates of each head, interleaved pairs, base 10000
@@ -174,6 +184,15 @@ def convert(
     local_rope = None
     if mt == "gemma3_text" and rope is not None:
         local_rope = make_rope(config, k, layer_type="sliding_attention")
+    if mt == "modernbert":
+        flat = {key: v for key, v in config.items() if key != "rope_parameters"}
+        nested = cfg.get("rope_parameters", default=None) or {}
+        full = {**(nested.get("full_attention") or {})}
+        loc = {**(nested.get("sliding_attention") or {})}
+        full.setdefault("rope_theta", cfg.get("global_rope_theta", default=160000.0))
+        loc.setdefault("rope_theta", cfg.get("local_rope_theta", default=10000.0))
+        rope = make_rope({**flat, "rope_parameters": full}, k)
+        local_rope = make_rope({**flat, "rope_parameters": loc}, k)
     scale = _scale(mt, cfg, k)
 
     def read(i: int) -> LayerHeads:
@@ -222,7 +241,7 @@ def convert(
             qk_norm=_qk_norm(mt, cfg, state, a, H, Hk, k, out_dt),
             rope=local_rope if (sliding and local_rope is not None) else None,
             softcap=None if softcap is None else float(softcap),
-            window=(int(win) - 1, 0) if sliding else None,
+            window=None if not sliding else ((int(win) - 1, 0) if causal else (int(win), int(win))),
         )
 
     stages = {
@@ -239,7 +258,7 @@ def convert(
         model_type=mt,
         grouped_kv=Hk < H,
         n_kv_heads=Hk,
-        causal=True,
+        causal=causal,
         pre_norm=not (mt == "opt" and not cfg.get("do_layer_norm_before", default=True)),
         rope=rope,
         extra={"stages": stages, "rope_type": None if rope is None else rope.rope_type},

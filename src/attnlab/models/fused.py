@@ -1,4 +1,4 @@
-"""Decoders with one fused ``query_key_value`` projection: GPT-NeoX (Pythia), BLOOM, GPT-BigCode.
+"""Decoders with one fused ``query_key_value`` projection: GPT-NeoX (Pythia), BLOOM, GPT-BigCode, Falcon.
 
 Key maps (per layer ``i``, under an optional prefix; ``nn.Linear`` weights ``(out, in)``)::
 
@@ -9,6 +9,10 @@ Key maps (per layer ``i``, under an optional prefix; ``nn.Linear`` weights ``(ou
     gpt_bigcode  h.i.attn.c_attn ((H + 2)·k, d) rows [q (H·k); k (k); v (k)] (multi-query), or
                  (3·H·k, d) rows [q; k; v] when multi_query is false
                  h.i.attn.c_proj (d, H·k) -> W_O                   learned absolute positions
+    falcon       h.i.self_attention.query_key_value: new_decoder_architecture rows per K/V group
+                 [q (r·k); k (k); v (k)]; multi_query rows [q (H·k); k (k); v (k)]; otherwise rows
+                 per head [q_h; k_h; v_h]. h.i.self_attention.dense -> W_O. RoPE (ALiBi refused:
+                 the reference rounds the bias to bfloat16)
 
 Biases follow the same row layout. All causal and pre-norm.
 """
@@ -36,6 +40,7 @@ KEYS = {
     "gpt_neox": ("layers.{i}.attention.", "query_key_value", "dense"),
     "bloom": ("h.{i}.self_attention.", "query_key_value", "dense"),
     "gpt_bigcode": ("h.{i}.attn.", "c_attn", "c_proj"),
+    "falcon": ("h.{i}.self_attention.", "query_key_value", "dense"),
 }
 MODEL_TYPES = tuple(KEYS)
 ATTENTION_INPUT = r"(^|\.)layers\.\d+\.attention$"
@@ -63,9 +68,24 @@ def convert(
     k = d // H
     mq = mt == "gpt_bigcode" and bool(cfg.get("multi_query", default=True))
     Hk = 1 if mq else H
+    layout = "per_head" if mt in ("gpt_neox", "bloom") else "q_then_kv"
+    if mt == "falcon":
+        if cfg.get("alibi", default=False):
+            raise ValueError(
+                "config.alibi: expected false for falcon (its reference rounds the ALiBi bias to bfloat16, "
+                "which HeadWeights does not reproduce), got true"
+            )
+        if cfg.get("new_decoder_architecture", default=False):
+            Hk, layout = cfg.int("num_kv_heads", default=H), "grouped"
+        elif cfg.get("multi_query", default=True):
+            Hk = 1
+        else:
+            layout = "per_head"
+    if H % Hk:
+        raise ValueError(f"config.num_kv_heads: expected a divisor of {H}, got {Hk}")
     template, fused, out = KEYS[mt]
     p = find_prefix(state, template.format(i=0) + fused + ".weight", mt)
-    rope = make_rope(config, k) if mt == "gpt_neox" else None
+    rope = make_rope(config, k) if mt in ("gpt_neox", "falcon") else None
     scale = k**-0.5
     if mt == "gpt_bigcode" and not cfg.get("scale_attn_weights", default=True):
         scale = 1.0
@@ -73,10 +93,19 @@ def convert(
 
     def split(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Rows of the fused weight (or bias) -> q (H·k, ...), k (Hk·k, ...), v (Hk·k, ...)."""
-        if mt == "gpt_bigcode":
+        rest = t.shape[1:]
+        if layout == "q_then_kv":
             return t.split([H * k, Hk * k, Hk * k])
-        per_head = t.reshape(H, 3, k, *t.shape[1:])  # rows grouped per head as [q_h; k_h; v_h]
-        return tuple(per_head[:, j].reshape(H * k, *t.shape[1:]) for j in range(3))  # type: ignore[return-value]
+        if layout == "grouped":  # per K/V group: its r query heads, then its k, then its v
+            r = H // Hk
+            g = t.reshape(Hk, r + 2, k, *rest)
+            return (
+                g[:, :r].reshape(H * k, *rest),
+                g[:, r].reshape(Hk * k, *rest),
+                g[:, r + 1].reshape(Hk * k, *rest),
+            )
+        per_head = t.reshape(H, 3, k, *rest)  # rows grouped per head as [q_h; k_h; v_h]
+        return tuple(per_head[:, j].reshape(H * k, *rest) for j in range(3))  # type: ignore[return-value]
 
     def read(i: int) -> LayerHeads:
         a = p + template.format(i=i)
