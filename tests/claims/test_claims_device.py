@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.claims.ensemble import BUDGET_LAW, WEIGHTING
+from attnlab.claims.ensemble.budget_law import CLAIM as BUDGET_LAW
+from attnlab.claims.ensemble.weighting import CLAIM as WEIGHTING
 from attnlab.claims.flow.energy_monotone import CLAIM as ENERGY
 from attnlab.claims.flow.equiangular_rates import CLAIM as EQUI
 from attnlab.claims.models.minilm_diversity import CLAIM as MINILM_DIVERSITY
