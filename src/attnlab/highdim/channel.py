@@ -84,6 +84,14 @@ class OutputChannel:
         self.zstar = math.sqrt(q0) * self.g1  # (N, K)
         noisy = self.zstar + math.sqrt(setting.noise / 2) * self.xi
         self.y = self._softmax(noisy, setting.beta0)  # (N, T²)
+        # Logit differences within a row fix the softmax: C h (T(T−1) rows: column c minus column 0 of each
+        # row) are the logit differences of h; the labels' are (β0/β) C ζ with ζ the noisy teacher logits.
+        # The projection of z onto {C h = (β0/β) C ζ} (least squares when T(T−1) > K) interpolates the
+        # label wherever it can: the second start of the proximal step (see :meth:`prox_best`).
+        Lr = self.L.reshape(T, T, K)
+        C = torch.cat([Lr[a, 1:] - Lr[a, :1] for a in range(T)])  # (T(T−1), K)
+        self._proj = torch.linalg.pinv(C) @ C  # (K, K) projector onto the row space of C
+        self._target = (setting.beta0 / setting.beta) * noisy  # (N, K)
 
     def _softmax(self, v: torch.Tensor, beta: float) -> torch.Tensor:
         A = (v @ self.L.T).reshape(-1, self.T, self.T)  # (N, T, T)
@@ -175,14 +183,28 @@ class OutputChannel:
         step)."""
         return self.hats_and_prox(q, m, sigma, alpha)[:4]
 
+    def interpolating_start(self, z: torch.Tensor) -> torch.Tensor:
+        """The point nearest ``z`` whose softmax equals the label (least squares for T ≥ 4), (N, K)."""
+        return z + (self._target - z) @ self._proj.T
+
+    def prox_best(self, z: torch.Tensor, sigma: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """The proximal step from two starts per node, keeping the lower objective: ``z`` (the cold start)
+        and :meth:`interpolating_start`. For large ``Σ`` the objective is not convex and Newton's method
+        from ``z`` can stop in a local minimum far above the one near the interpolating point (where the
+        label term vanishes); the second start finds it."""
+        h1, v1 = self.prox(z, sigma)
+        h2, v2 = self.prox(z, sigma, h0=self.interpolating_start(z))
+        better = v2 < v1  # (N,)
+        return torch.where(better.unsqueeze(-1), h2, h1), torch.where(better, v2, v1)
+
     def hats_and_prox(
         self, q: float, m: float, sigma: float, alpha: float, h0: torch.Tensor | None = None
     ) -> tuple[float, float, float, float, torch.Tensor]:
-        """As :meth:`hats`, the proximal step started from ``h0`` (default: cold), and the solution ``h``
-        (N, K) itself (to warm-start the next evaluation)."""
+        """As :meth:`hats`, the proximal step started from ``h0`` (default: the better of the two starts of
+        :meth:`prox_best`), and the solution ``h`` (N, K) itself (to warm-start the next evaluation)."""
         q0 = self.s.q0
         z = self.z_of(q, m)
-        h, M = self.prox(z, sigma, h0=h0)
+        h, M = self.prox_best(z, sigma) if h0 is None else self.prox(z, sigma, h0=h0)
         dz = h - z  # (N, K)
         C = q0 * q - m * m
         qh = 2 * alpha * float((dz**2).sum(-1).mean()) / sigma**2

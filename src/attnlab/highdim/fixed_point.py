@@ -226,10 +226,10 @@ def solve_anderson(
     no coordinate of ``y`` moves by more than 1 in one step (a factor e on ``q`` or ``Σ``).
 
     The proximal step of each evaluation is warm-started from the previous one. At convergence the point
-    is checked against cold starts (``h0 = z``, what :meth:`OutputChannel.hats` does): the objective of
-    the proximal step need not be convex (large ``Σ``), and where some node ends in another local minimum
-    the iteration continues with cold starts throughout, so the fixed point is always that of the
-    cold-started map, the one :func:`solve_damped` finds.
+    is checked against the two-start proximal step of :meth:`OutputChannel.prox_best` (what
+    :meth:`OutputChannel.hats` does): the objective of the proximal step need not be convex (large ``Σ``),
+    and where some node ends in another local minimum the iteration continues with two-start steps
+    throughout, so the fixed point is always that of the map :func:`solve_damped` iterates.
 
     Converged: the relative residual ``max |F(x) − x|/|F(x)|`` is below ``tol/10``; the distance to the
     fixed point is then about the residual over ``1 − ρ`` (``ρ`` the contraction of the slowest mode of
@@ -266,8 +266,7 @@ def solve_anderson(
             if warm and h_prev is not None:
                 # compare with cold starts: if some node sits in another local minimum, the warm-started
                 # map is not the cold-started one; finish with cold starts (a few more evaluations)
-                z = ch.z_of(x[0], x[1])
-                hc, _ = ch.prox(z, x[2])
+                hc, _ = ch.prox_best(ch.z_of(x[0], x[1]), x[2])
                 off = (hc - h).abs().amax(-1) > 1e-7 * (1 + hc.abs().amax(-1))  # (N,)
                 if bool(off.any()):
                     warm, h_prev = False, None
