@@ -44,25 +44,6 @@ def test_tva_quick_profile_is_the_issue_setting():
     assert sorted((p["alpha"], p["lam"]) for p in th) == sorted(pairs)
 
 
-def test_spectrum_verdict():
-    c = _claim("highdim.spectrum")
-
-    def row(atom_sim, ks, d=100):
-        m = {"atom_theory": 0.357, "atom_sim": atom_sim, "ks": ks, "n_nonzero": round((1 - atom_sim) * d)}
-        return _row({"d": d, "alpha": 0.5, "lam": 0.01}, m)
-
-    v = c.verdict([row(0.34, 0.05)])
-    assert v.status == "holds"
-    assert v.numbers["rank_fraction_sim"] == pytest.approx(0.66) and v.numbers["atom_tol"] == 0.05
-    assert c.verdict([row(0.27, 0.05)]).status == "fails"  # 9 eigenvalues off the predicted atom at d = 100
-    assert c.verdict([row(0.34, 0.3)]).status == "fails"
-    # the worst of several runs decides and is the one reported
-    v = c.verdict([row(0.35, 0.05), row(0.34, 0.3)])
-    assert v.status == "fails" and v.numbers["ks"] == 0.3
-    assert c.verdict([_row({}, {}, "failed")]).status == "inconclusive"
-    assert _claim("highdim.spectrum").points("quick")[0].params["d"] >= 100
-
-
 @pytest.fixture
 def one_thread():
     # the engine runs each point on one thread; do the same here

@@ -63,3 +63,18 @@ def test_bad_inputs():
         predicted_outliers("x", 10)
     with pytest.raises(ValueError, match="eigenvalues"):
         count_outliers(np.zeros((2, 2)), ps)
+
+
+@pytest.mark.parametrize(("delta", "eps", "pieces"), [(0.58, 0.07, 1), (0.0552, 4e-4, 2)])
+def test_nonzero_components_count_the_runs_of_positive_density(delta, eps, pieces):
+    # MP(κ0 = 0.5) has an atom at 0: a narrow semicircle keeps it apart from the bulk (two pieces), a wide
+    # one merges them. Second method: runs of positive density of the convolved law on a fine grid above ε
+    from attnlab.highdim import MarchenkoPastur, nonzero_components
+
+    setting = Setting(kappa0=0.5, noise=0.5, lam=0.01)
+    assert nonzero_components(setting, _fp(delta, eps)) == pieces
+    law = semicircle_convolution(MarchenkoPastur(0.5), delta)
+    x = np.linspace(eps, 5.0, 20001)
+    pos = law.density(x) > 1e-9
+    runs = int(pos[0]) + int(np.sum(pos[1:] & ~pos[:-1]))
+    assert runs == pieces

@@ -11,7 +11,8 @@ label-noise variance ``Δ``; the letter δ is kept for the spectral width of C3.
 
 from attnlab.highdim.data import TASKS, Dataset, attention, logits, mp_target, power_law_target, sample
 from attnlab.highdim.decomposition import ErrorDecomposition, decompose_error
-from attnlab.highdim.outliers import count_outliers, predicted_outliers
+from attnlab.highdim.law_distance import ks_to_tabulated, ks_two_sample, tabulated_cdf
+from attnlab.highdim.outliers import count_outliers, nonzero_components, predicted_outliers
 from attnlab.highdim.scaling import PowerLawFit, find_plateau, local_exponents, power_law_fit
 from attnlab.highdim.spectra import (
     ConvolvedLaw,
@@ -76,11 +77,14 @@ __all__ = [
     "find_plateau",
     "flat_to_matrix",
     "interpolation_threshold",
+    "ks_to_tabulated",
+    "ks_two_sample",
     "lam_from_lam_tilde",
     "lam_tilde_from_lam",
     "local_exponents",
     "logits",
     "mp_target",
+    "nonzero_components",
     "perfect_recovery_bayes",
     "perfect_recovery_threshold",
     "perfect_recovery_unfactorised",
@@ -97,6 +101,7 @@ __all__ = [
     "stability",
     "state_evolution",
     "sweep",
+    "tabulated_cdf",
     "thresholds",
     "train_erm",
 ]

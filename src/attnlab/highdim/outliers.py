@@ -11,13 +11,18 @@ eigenvalues of a trained ``Ŝ`` above that same edge.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from attnlab.core.validation import check_int
 from attnlab.highdim.learned_spectrum import PredictedSpectrum
+from attnlab.highdim.setting import Setting
 
-__all__ = ["count_outliers", "predicted_outliers"]
+if TYPE_CHECKING:
+    from attnlab.highdim.state_evolution import FixedPoint
+
+__all__ = ["count_outliers", "nonzero_components", "predicted_outliers"]
 
 
 def predicted_outliers(spectrum: PredictedSpectrum, d: int) -> int:
@@ -41,3 +46,13 @@ def count_outliers(eigenvalues: Sequence[float] | np.ndarray, spectrum: Predicte
     if ev.ndim != 1:
         raise ValueError(f"eigenvalues: expected a 1-d array, got shape {ev.shape}")
     return int(np.sum(ev > spectrum.outlier_edge))
+
+
+def nonzero_components(setting: Setting, fp: FixedPoint) -> int:
+    """Number of connected pieces of the predicted non-zero spectrum of ``Ŝ``: the support components of
+    ``μ_δ`` that reach above ``ε`` (two when the bulk has split, e.g. the noise part near zero separated
+    from the target's bulk at high α)."""
+    from attnlab.highdim.convolution import semicircle_convolution
+
+    law = semicircle_convolution(setting.spectrum, fp.delta)
+    return sum(1 for _, b in law.intervals if b > fp.eps)

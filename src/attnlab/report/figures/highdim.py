@@ -75,19 +75,33 @@ def factorised_vs_frobenius(rows: Sequence[Row]) -> dict[str, Any]:
 
 
 def spectrum(rows: Sequence[Row]) -> dict[str, Any]:
-    good = [r for r in _test(rows) if "eigenvalues" in r.arrays]
-    fig, ax = new_figure()
-    ax = ax[0][0]
-    if good:
-        r = good[0]
-        ev = np.asarray(r.arrays["eigenvalues"])
-        nz = ev[ev > 1e-3]
-        ax.hist(nz, bins=30, density=True, alpha=0.5, label="Adam (non-zero eigenvalues)")
-        rf = max(1 - r.metrics["atom_theory"], 1e-12)
-        ax.plot(r.arrays["pred_x"], np.asarray(r.arrays["pred_density"]) / rf, "r-", label="theory")
+    """Left: the non-zero eigenvalues of the seeds against the predicted law. Right: the predicted non-zero
+    law at each α of the theory side (the bulk splitting at high α)."""
+    good = _test(rows)
+    sims = [r for r in good if "eigenvalues" in r.arrays]
+    fig, axes = new_figure(1, 2)
+    ax, axt = axes[0]
+    if sims:
+        r = sims[0]
+        ev = np.concatenate([np.asarray(q.arrays["eigenvalues"]) for q in sims])
+        nz = ev[ev > r.params.get("zero_tol", 1e-3)]
+        ax.hist(nz, bins=40, density=True, alpha=0.5, label=f"Adam, {len(sims)} seed(s) pooled")
+        x, dens = np.asarray(r.arrays["pred_x"]), np.asarray(r.arrays["pred_density"])
+        mass = np.sum(np.diff(x) * (dens[1:] + dens[:-1]) / 2)
+        ax.plot(x, dens / max(mass, 1e-300), "r-", label="theory")
+        ax.set_title(f"d = {r.params['d']}, α = {r.params['alpha']}", fontsize=9)
     ax.set_xlabel("eigenvalue of Ŝ (units of S0's scale)")
     ax.set_ylabel("density of the non-zero part")
     ax.legend(fontsize=7)
+    for r in sorted((q for q in good if q.params.get("side") == "theory"), key=lambda q: q.params["alpha"]):
+        x, dens = np.asarray(r.arrays.get("pred_x", [])), np.asarray(r.arrays.get("pred_density", []))
+        if x.size:
+            axt.plot(x, dens, label=f"α = {r.params['alpha']}: {r.metrics.get('pieces')} piece(s)")
+    axt.set_yscale("log")
+    axt.set_xlabel("eigenvalue of Ŝ")
+    axt.set_ylabel("predicted density × rank fraction")
+    if axt.get_lines():
+        axt.legend(fontsize=7)
     return {"spectrum": fig}
 
 
