@@ -4,7 +4,6 @@ import pytest
 
 from attnlab.claims import flow
 from attnlab.engine.protocol import Row
-from attnlab.report.figures.flow import FIGURES
 
 
 def _claim(cid):
@@ -29,17 +28,3 @@ def test_equiangular_claim():
     assert v.status == "fails" and v.numbers["mean_only_failures"] > 0
     ce = rows[-1].metrics["theory_counterexample"]
     assert ce[1] == pytest.approx(0.062, abs=5e-4) and ce[2] == pytest.approx(0.118, abs=5e-4)
-
-
-def test_radial_shadow_claim():
-    c = _claim("flow.radial-shadow")
-    rows = _rows(c, override={"batch": 128, "head_draws": 2, "beta": [4.0]})
-    v = c.verdict(rows)
-    assert v.numbers["flat_violation_rate"] == 0.0
-    assert v.numbers["form1_equals_sign_fraction"] == 1.0
-    for r in rows:
-        for r1, rany in r.metrics.get("rates", {}).values():
-            assert 0.0 <= r1 <= rany <= 1.0
-    top = v.numbers["scan_largest_dE1_rates"]
-    assert top and top[0]["dE1_negative"] >= top[-1]["dE1_negative"]
-    assert FIGURES[c.id](rows)

@@ -25,6 +25,9 @@ def test_shadow_counts_against_central_differences():
     flat = shadow_counts(2, 8, 6, 4.0, "flat", random_within=True, draws=1, batch=64,
                          generator=torch.Generator().manual_seed(1))  # fmt: skip
     assert flat.viol == 0  # flat space: per-head energy is monotone under orthogonality
+    opposed = shadow_counts(2, 8, 6, 1.0, "flat", random_within=True, draws=2, batch=256,
+                            generator=torch.Generator().manual_seed(1), orthogonal=False)  # fmt: skip
+    assert opposed.viol > 0  # M_2 = −M_1: the cross term <f^1, f^2> makes a per-head energy fall
 
 
 def test_radial_dominance_leading_dims_and_one_implementation():

@@ -54,11 +54,14 @@ def shadow_counts(
     batch: int,
     generator: torch.Generator,
     device: str | torch.device = "cpu",
+    orthogonal: bool = True,
 ) -> ShadowCounts:
     """Counts over ``draws`` head draws × ``batch`` uniform configurations (usa kind, ``V = M``).
 
     Heads: :meth:`Heads.orthogonal_subspaces` (random symmetric within blocks when
     ``random_within``, else scalar blocks); heads and tokens are drawn from ``generator`` in turn.
+    ``orthogonal=False`` draws opposed heads ``M_h = (−1)^h M`` (random symmetric M) instead: the
+    orthogonality hypothesis broken as far as it goes.
     """
     check_int("heads", heads, min=1)
     check_int("draws", draws, min=1)
@@ -66,9 +69,14 @@ def shadow_counts(
     check_choice("space", space, ("sphere", "flat"))
     c = dict.fromkeys(("viol", "viol_head1", "trials", "f1", "f2", "f3", "agree"), 0)
     for _ in range(draws):
-        spec = Heads.orthogonal_subspaces(
-            heads, d, generator=generator, random_within=random_within, kind="usa"
-        )
+        if orthogonal:
+            spec = Heads.orthogonal_subspaces(
+                heads, d, generator=generator, random_within=random_within, kind="usa"
+            )
+        else:  # opposed heads M_h = ±M (h even/odd): M_h' M_h = ∓M² ≠ 0
+            M = Heads.random_symmetric(1, d, generator=generator, kind="usa").M  # (1, d, d)
+            sign = torch.tensor([(-1.0) ** h for h in range(heads)], dtype=M.dtype)[:, None, None]
+            spec = Heads(sign * M, sign * M, kind="usa")
         spec = spec.to(device)
         x = init.uniform(batch=batch, n=n, d=d, generator=generator, device=device)
         f = head_outputs(spec, x, beta)  # (B, H, n, d)

@@ -7,7 +7,8 @@ records how often ``dE_1/dt < 0``.
 
 Verdict rule: holds when no flat-space configuration has a falling per-head energy, some sphere
 configuration does, and form 1 of radial dominance coincides with ``dE_h/dt ≥ 0`` on every sphere
-configuration; fails otherwise.
+configuration; fails otherwise. Negative control: opposed heads ``M_2 = −M_1``, where the orthogonality
+hypothesis is broken and flat-space per-head energy falls.
 """
 
 from __future__ import annotations
@@ -18,7 +19,17 @@ from typing import Literal
 
 from attnlab.claims.flow._common import device_name, ok_rows
 from attnlab.dynamics import shadow_counts
-from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
+from attnlab.engine.protocol import (
+    NO_PERTURBATION,
+    Claim,
+    Control,
+    Grid,
+    Point,
+    Predict,
+    Result,
+    Row,
+    Verdict,
+)
 
 __all__ = ["CLAIM", "Params", "run", "verdict"]
 
@@ -36,6 +47,7 @@ class Params:
     construction: Literal["random", "scalar"] = "random"  # random symmetric or scalar blocks (scan mode)
     ns: list[int] = field(default_factory=lambda: [8, 16, 64])  # token counts of the scan
     ds: list[int] = field(default_factory=lambda: [2, 4, 8, 32])  # dimensions of the scan
+    orthogonal: bool = True  # heads on mutually orthogonal subspaces (False: opposed heads M_h = ±M)
 
 
 def run(point: Point) -> Result:
@@ -50,7 +62,7 @@ def run(point: Point) -> Result:
                     continue
                 c = shadow_counts(
                     p.heads, d, n, p.beta, p.space, random_within=within, draws=p.head_draws,
-                    batch=p.batch, generator=g, device=point.device,
+                    batch=p.batch, generator=g, device=point.device, orthogonal=p.orthogonal,
                 )  # fmt: skip
                 table[f"n={n},d={d}"] = [c.viol_head1 / c.trials, c.viol / c.trials]
                 agree = min(agree, c.agree / c.trials)
@@ -64,7 +76,7 @@ def run(point: Point) -> Result:
         )
     c = shadow_counts(
         p.heads, p.d, p.n, p.beta, p.space, random_within=True, draws=p.head_draws, batch=p.batch,
-        generator=g, device=point.device,
+        generator=g, device=point.device, orthogonal=p.orthogonal,
     )  # fmt: skip
     t = c.trials
     return Result(
@@ -131,7 +143,7 @@ CLAIM = Claim(
     paper="B",
     statement="With mutually orthogonal head subspaces, per-head energy is monotone in flat space but can "
     "decrease on the sphere through radial shadows a_i^h = <f_i^h, x_i> (Thm 16-17).",
-    version=2,
+    version=3,
     params=Params,
     grids={
         "quick": Grid(
@@ -140,7 +152,7 @@ CLAIM = Claim(
             extra=[
                 Grid(
                     {"construction": ["random", "scalar"], "beta": [0.5, 1.0, 2.0, 4.0, 8.0]},
-                    fixed=_SCAN_Q | {"batch": 256, "head_draws": 2},
+                    fixed=_SCAN_Q | {"batch": 256, "head_draws": 1},
                 )
             ],
         ),
@@ -169,6 +181,15 @@ CLAIM = Claim(
     },
     run=run,
     verdict=verdict,
+    controls={
+        "opposed-heads": Control(
+            "fails",
+            {"orthogonal": False},
+            "opposed heads M_2 = −M_1 (far from orthogonal): f^2 ≈ −f^1, so the cross term <f^1, f^2> makes "
+            "per-head energy fall in flat space too",
+        )
+    },
+    regime="heads on mutually orthogonal subspaces, usa kind, V_h = M_h, uniform tokens",
     explain={
         "holds": "orthogonal head subspaces (usa, V = M): per-head dE_h/dt < 0 in "
         "{flat_violations}/{flat_trials} flat-space configurations and "
