@@ -10,7 +10,13 @@ label-noise variance ``Δ``; the letter δ is kept for the spectral width of C3.
 """
 
 from attnlab.highdim.data import TASKS, Dataset, attention, logits, mp_target, power_law_target, sample
-from attnlab.highdim.decomposition import ErrorDecomposition, decompose_error
+from attnlab.highdim.decomposition import (
+    ErrorDecomposition,
+    RecoveredSplit,
+    decompose_by_recovered,
+    decompose_error,
+    denoiser_sample,
+)
 from attnlab.highdim.law_distance import ks_to_tabulated, ks_two_sample, tabulated_cdf
 from attnlab.highdim.outliers import count_outliers, nonzero_components, predicted_outliers
 from attnlab.highdim.scaling import PowerLawFit, find_plateau, local_exponents, power_law_fit
@@ -63,6 +69,7 @@ __all__ = [
     "MarchenkoPastur",
     "OutputChannel",
     "PredictedSpectrum",
+    "RecoveredSplit",
     "Setting",
     "Stability",
     "PowerLawFit",
@@ -72,7 +79,9 @@ __all__ = [
     "alpha_bar",
     "attention",
     "count_outliers",
+    "decompose_by_recovered",
     "decompose_error",
+    "denoiser_sample",
     "evaluate",
     "find_plateau",
     "flat_to_matrix",

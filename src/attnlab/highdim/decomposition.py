@@ -23,7 +23,13 @@ import torch
 
 from attnlab.core.validation import check_real, check_tensor
 
-__all__ = ["ErrorDecomposition", "decompose_error"]
+__all__ = [
+    "ErrorDecomposition",
+    "RecoveredSplit",
+    "decompose_by_recovered",
+    "decompose_error",
+    "denoiser_sample",
+]
 
 
 @dataclass(frozen=True)
@@ -87,3 +93,80 @@ def decompose_error(
         n_hidden=int(hid.sum()),
         n_null=int(null.sum()),
     )
+
+
+@dataclass(frozen=True)
+class RecoveredSplit:
+    """Parts of ``‖Ŝ − S0‖²/d`` for a split of the target eigenbasis into the ``n_recovered`` strongest
+    directions ``R`` and the rest ``H`` (see :func:`decompose_by_recovered`)."""
+
+    over: float
+    under: float
+    approx: float
+    rotation: float
+    total: float
+    n_recovered: int
+
+    @property
+    def parts_sum(self) -> float:
+        return self.over + self.under + self.approx + self.rotation
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"parts_sum": self.parts_sum}
+
+
+def decompose_by_recovered(S_hat: torch.Tensor, S0: torch.Tensor, n_recovered: int) -> RecoveredSplit:
+    """Split ``‖Ŝ − S0‖_F²/d`` along the ``n_recovered`` largest target eigenvalues (``R``, the outliers the
+    theory says are recovered) and the other target directions (``H``: hidden directions and the null
+    space). With ``M = Uᵀ(Ŝ − S0)U`` in the target eigenbasis, per ``d``:
+
+    * ``under``    = ``Σ_{i∈H} (M_ii)²``: the error along each hidden target direction (target eigenvalues
+      not recovered: mostly the missing ``s_i``);
+    * ``over``     = ``Σ_{i≠j∈H} M_ij²``: structure the student put in the hidden block that is not along
+      any target direction (the fitted noise bulk);
+    * ``approx``   = ``‖M_RR‖²``: residual error along the recovered outliers (their shrinkage);
+    * ``rotation`` = ``2‖M_RH‖²``: recovered directions rotated into the hidden block. The paper's
+      "mismatch" (a saturation value that misses the optimum of the generalisation error) is not defined
+      from the matrices alone; this off-diagonal part takes its place under its own name.
+
+    The hidden directions are the target's eigenvectors, so ``under`` and ``over`` need distinct target
+    eigenvalues there (a power law has them; a degenerate eigenspace, such as a null space, has no
+    preferred basis and ``torch.linalg.eigh`` picks one). ``under + over = ‖M_HH‖²/d``, so the four parts sum to the total by orthogonality of the blocks; each is
+    computed on its own, and the total directly.
+    """
+    S0 = check_tensor("S0", S0, ndim=2).to(torch.float64)
+    S_hat = check_tensor("S_hat", S_hat, shape=tuple(S0.shape)).to(torch.float64)
+    S0 = S0.to(S_hat.device)
+    d = S0.shape[0]
+    if not isinstance(n_recovered, int) or isinstance(n_recovered, bool) or not 0 <= n_recovered <= d:
+        raise ValueError(f"n_recovered: expected an integer in [0, {d}], got {n_recovered!r}")
+    s, U = torch.linalg.eigh(S0)  # ascending
+    order = torch.argsort(s, descending=True)
+    s, U = s[order], U[:, order]
+    R, H = U[:, :n_recovered], U[:, n_recovered:]  # (d, k), (d, d − k)
+    D = S_hat - S0
+    M_HH = H.T @ D @ H  # (d − k, d − k)
+    diag = torch.diagonal(M_HH)
+    under = float((diag**2).sum()) / d
+    over = float((M_HH**2).sum() - (diag**2).sum()) / d
+    approx = float(((R.T @ D @ R) ** 2).sum()) / d
+    rotation = 2 * float(((R.T @ D @ H) ** 2).sum()) / d
+    return RecoveredSplit(over, under, approx, rotation, float((D**2).sum()) / d, n_recovered)
+
+
+def denoiser_sample(
+    S0: torch.Tensor, delta: float, eps: float, eta: float, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """One draw of ``η · ReLU(S0 + δZ − εI)`` (eigenvalue-wise), ``Z`` from the GOE with semicircle on
+    ``[−2, 2]``: the matrix the learned ``Ŝ`` equals in law at the state-evolution fixed point (THEORY.md C4).
+    ``Z`` is drawn on the generator's device (CPU without one) and moved to ``S0``'s."""
+    S0 = check_tensor("S0", S0, ndim=2).to(torch.float64)
+    delta = check_real("delta", delta, min=0.0)
+    eps = check_real("eps", eps)
+    eta = check_real("eta", eta, min=0.0)
+    d = S0.shape[0]
+    dev = generator.device if generator is not None else "cpu"
+    G = torch.randn(d, d, generator=generator, dtype=torch.float64, device=dev).to(S0.device)
+    Z = (G + G.T) / (2 * d) ** 0.5  # (d, d): off-diagonal variance 1/d, diagonal 2/d
+    w, V = torch.linalg.eigh(S0 + delta * Z - eps * torch.eye(d, dtype=torch.float64, device=S0.device))
+    return eta * (V * torch.clamp(w, min=0.0)) @ V.T  # (d, d)
