@@ -49,6 +49,7 @@ from attnlab.dynamics.rates import (
     crossing_time,
     gamma_rate,
     late_rate_fit,
+    local_superadditivity,
     superadditivity_sample,
 )
 from attnlab.dynamics.robustness import CriticalDeltas, critical_deltas
@@ -71,6 +72,7 @@ __all__ = [
     "energy_monotone",
     "entropy_identity",
     "late_rate_fit",
+    "local_superadditivity",
     "shadow_counts",
     "superadditivity_sample",
     "trajectory_states",

@@ -22,6 +22,7 @@ __all__ = [
     "crossing_time",
     "gamma_rate",
     "late_rate_fit",
+    "local_superadditivity",
     "superadditivity_sample",
 ]
 
@@ -115,3 +116,20 @@ def gamma_rate(xdot: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     G = xdot @ x.transpose(1, 2)  # (B, n, n): <ẋ_i, x_j>
     total = 2 * G.sum((-2, -1)) - 2 * G.diagonal(dim1=-2, dim2=-1).sum(-1)  # off-diagonal pairs, both orders
     return total / (n * (n - 1))
+
+
+def local_superadditivity(heads: int, beta: float, n: int, means: np.ndarray, spread: float) -> np.ndarray:
+    """``Σ_h φ(λ_h) − H φ(λ̄)`` for strengths spread symmetrically around each mean: (M,) for ``means`` (M,).
+
+    ``λ_h = λ̄ (1 + spread·u_h)`` with ``u = (+1, −1, +1, −1, …)`` (a trailing 0 for odd H): zero mean and
+    zero third moment, so for small ``spread`` the gain is ``φ''(λ̄) λ̄² spread² H/2`` to fourth order,
+    positive exactly where φ is convex (λ̄ > λ_c).
+    """
+    H = check_int("heads", heads, min=2)
+    spread = check_real("spread", spread, min=0.0, min_open=True, max=1.0, max_open=True)
+    m = np.asarray(means, dtype=float)
+    u = np.array([(-1.0) ** h for h in range(H)])
+    if H % 2:
+        u[-1] = 0.0
+    lam = m[:, None] * (1 + spread * u[None, :])  # (M, H)
+    return T.phi(lam, beta, n).sum(1) - H * T.phi(m, beta, n)
