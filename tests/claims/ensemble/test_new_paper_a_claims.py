@@ -43,6 +43,9 @@ def test_budget_law_decides_the_summary_exponent_and_sets_edge_optima_aside():
     # a noisy group cannot tell the exponent from no growth: inconclusive with the reason
     noisy = [_budget_row(n, r, 2.0 * math.log(n) ** p0 * (1 + 0.2 * (-1) ** r)) for n in ns for r in range(3)]
     assert BUDGET_LAW.decide(noisy).status == "inconclusive"
+    # d_k* growing like log n itself (exponent 1 in log log n) excludes the summary's 0.1: fails
+    fast = [_budget_row(n, r, 0.5 * math.log(n) * (1 + 0.01 * (-1) ** r)) for n in ns for r in range(3)]
+    assert BUDGET_LAW.decide(fast).status == "fails"
     # optima on the divisor grid's edge are set aside: only two interior n left -> inconclusive
     edge = [_budget_row(n, r, 1.0, best=1) for n in ns[:2] for r in range(3)] + rows[6:]
     ve = BUDGET_LAW.decide(edge)

@@ -201,7 +201,7 @@ CLAIM = Claim(
     params=Params,
     grids={
         "quick": Grid(
-            {"penalty": [0.3, 1.0, 3.0]}, fixed={"setting": list(_RADIAL), "objective": "loo"}, seeds=5
+            {"penalty": [0.3, 1.0, 3.0]}, fixed={"setting": list(_RADIAL), "objective": "loo"}, seeds=8
         ),
         "full": Grid(
             {"penalty": [0.3, 1.0, 3.0], "objective": ["loo", "holdout"]},

@@ -17,9 +17,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from attnlab.claims.ensemble import budget_law
 from attnlab.claims.ensemble._common import split
-from attnlab.claims.ensemble.budget_law import Params, run
-from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Predict, Row, Verdict
+from attnlab.claims.ensemble.budget_law import Params
+from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
 from attnlab.ensemble.budget import fit_power_law
 
 __all__ = ["CLAIM", "Params", "run", "verdict"]
@@ -30,6 +31,11 @@ SE_FLOOR = 0.02  # a slope fitted on few points can have a tiny se by chance: fl
 
 def _edge(r: Row) -> bool:
     return r.metrics["dk_best"] in (r.metrics["dk_min"], r.metrics["dk_max"])
+
+
+def run(point: Point) -> Result:
+    """The budget sweep of ``ensemble.budget-law`` at this point's parameters."""
+    return budget_law.run(point)
 
 
 TOLERANCE = "slope of log H* in log D within 2 se (floor 0.02) of 1, budgets with an interior optimum only"

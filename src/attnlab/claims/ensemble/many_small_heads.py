@@ -17,10 +17,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from attnlab.claims.ensemble import budget_law
 from attnlab.claims.ensemble._common import split
-from attnlab.claims.ensemble.budget_law import Params, run
+from attnlab.claims.ensemble.budget_law import Params
 from attnlab.core.stats import mean_ci
-from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Predict, Row, Verdict
+from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
 
 __all__ = ["CLAIM", "Params", "run", "verdict"]
 
@@ -30,6 +31,11 @@ def _sides(r: Row) -> tuple[float, float]:
     mse = np.array(r.metrics["mse_by_split"], dtype=float)
     small = dk <= math.sqrt(r.params["D"])
     return float(mse[small].min()), float(mse[~small].min())
+
+
+def run(point: Point) -> Result:
+    """The budget sweep of ``ensemble.budget-law`` at this point's parameters."""
+    return budget_law.run(point)
 
 
 TOLERANCE = "95% t-interval over seeds of log d_k*: below log √D holds, above fails"

@@ -43,7 +43,7 @@ class Params:
     d_k: int = 2  # head dimension
     noise: float = 1.0  # label noise σ
     target: str = "zero"  # regression target (zero: the MSE is all variance)
-    reps: int = 30  # Monte Carlo replications of the training sample
+    reps: int = 100  # Monte Carlo replications of the training sample
     queries: int = 100  # integration points
 
 
