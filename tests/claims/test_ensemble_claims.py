@@ -57,6 +57,8 @@ def test_registered_in_order_and_unique():
         "ensemble.budget-law",
     ]
     assert len(set(ids)) == len(ids) == 11
+    for c in CLAIMS:  # the engine's workers find a claim through its run's module: one file per claim
+        assert c.run.__module__ == "attnlab.claims.ensemble." + c.id.split(".")[1].replace("-", "_")
     for c in MINE:
         assert c.kind == ("identity" if c.id == "ensemble.decomposition" else "theorem")
         assert len(c.points("quick")) >= 4
