@@ -1,4 +1,4 @@
-"""The eight claims of paper C: registry, verdict logic on synthetic rows, one end-to-end run."""
+"""The claims of paper C: registry and theory-vs-adam's quick setting (per claim: tests/claims/highdim/)."""
 
 import pytest
 
@@ -14,6 +14,10 @@ IDS = {
     "highdim.error-decomposition",
     "highdim.emergence",
     "highdim.scaling-law",
+    "highdim.seq2seq",
+    "highdim.tokens",
+    "highdim.temperature",
+    "highdim.width",
 }
 
 
@@ -26,6 +30,11 @@ def test_registry():
     for c in CLAIMS:
         assert c.kind == "theorem" and c.paper == "C"
         assert c.points("quick") and c.points("full")
+        # every claim can fail: predictions to perturb or a negative control
+        assert c.predictions or any(k.expect == "fails" for k in c.controls.values()), c.id
+    from attnlab.report.figures.highdim import FIGURES
+
+    assert set(FIGURES) == IDS
 
 
 def _claim(cid):

@@ -8,8 +8,12 @@ from attnlab.claims.highdim import (
     interpolation_threshold,
     perfect_recovery,
     scaling_law,
+    seq2seq,
     spectrum,
+    temperature,
     theory_vs_adam,
+    tokens,
+    width,
 )
 
 CLAIMS = [
@@ -21,6 +25,10 @@ CLAIMS = [
     error_decomposition.CLAIM,
     emergence.CLAIM,
     scaling_law.CLAIM,
+    seq2seq.CLAIM,
+    tokens.CLAIM,
+    temperature.CLAIM,
+    width.CLAIM,
 ]
 
 __all__ = ["CLAIMS"]

@@ -36,6 +36,10 @@ class Params:
     kappa0: float = 0.5  # target rank ratio p0/d (both sides)
     noise: float = 0.5  # label-noise variance Δ (both sides)
     tokens: int = 2  # sequence length T (both sides)
+    task: Literal["seq2lab", "seq2seq"] = "seq2lab"  # Adam's task (one theory serves both, THEORY.md C2)
+    beta: float = 1.0  # student inverse temperature β (both sides)
+    beta0: float = 1.0  # target inverse temperature β0 (both sides)
+    kappa: float = 1.0  # student width p/d (the theory holds for κ above the rank fraction)
     nodes: int = 2048  # quadrature nodes of the state evolution's output expectation
     max_steps: int = 2000  # Adam step cap
     rtol: float = 1e-7  # Adam stops when the relative loss change stays below this
@@ -46,7 +50,7 @@ def run(point: Point) -> Result:
 
     p: Params = point.p
     if p.side == "theory":
-        fp = state_evolution(setting(p), p.alpha, nodes=p.nodes)
+        fp = state_evolution(setting(p, beta=p.beta, beta0=p.beta0, kappa=p.kappa), p.alpha, nodes=p.nodes)
         return Result(
             metrics={
                 "se_test_error": fp.test_error,
@@ -62,6 +66,10 @@ def run(point: Point) -> Result:
         noise=p.noise,
         tokens=p.tokens,
         lam=p.lam,
+        beta=p.beta,
+        beta0=p.beta0,
+        kappa=p.kappa,
+        task=p.task,
         seed=point.seed,
         config=train_config(p),
         device=point.device,

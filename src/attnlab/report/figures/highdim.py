@@ -167,16 +167,24 @@ def decomposition(rows: Sequence[Row]) -> dict[str, Any]:
 
 
 def emergence(rows: Sequence[Row]) -> dict[str, Any]:
+    """Outlier counts against α (left) and the test errors beside them (right)."""
     rs = sorted(_test(rows), key=lambda r: r.params["alpha"])
-    fig, ax = new_figure()
-    ax = ax[0][0]
+    fig, axes = new_figure(1, 2)
+    ax, axe = axes[0]
     a = [r.params["alpha"] for r in rs]
     ax.step(a, [r.metrics["outliers_theory"] for r in rs], where="mid", label="theory (finite-d SE)")
-    ax.plot(a, [r.metrics["outliers_sim"] for r in rs], "o", label="Adam")
+    ax.plot(a, [r.metrics["outliers_sim"] for r in rs], "o", label="Adam (above the predicted edge)")
     ax.set_xscale("log")
     ax.set_xlabel("α = n/d²")
     ax.set_ylabel("recovered modes (outliers above the bulk)")
-    ax.legend()
+    ax.legend(fontsize=7)
+    if rs and "test_error_theory" in rs[0].metrics:
+        axe.plot(a, [r.metrics["test_error_theory"] for r in rs], "-", label="theory")
+        axe.plot(a, [r.metrics["test_error_sim"] for r in rs], "o", label="Adam")
+        axe.legend(fontsize=7)
+    axe.set_xscale("log")
+    axe.set_xlabel("α = n/d²")
+    axe.set_ylabel("test error (sum over T² entries)")
     return {"emergence": fig}
 
 
@@ -224,4 +232,8 @@ FIGURES = {
     "highdim.error-decomposition": decomposition,
     "highdim.emergence": emergence,
     "highdim.scaling-law": scaling_law,
+    "highdim.seq2seq": theory_vs_adam,
+    "highdim.tokens": theory_vs_adam,
+    "highdim.temperature": theory_vs_adam,
+    "highdim.width": theory_vs_adam,
 }
