@@ -53,7 +53,14 @@ from attnlab.dynamics.rates import (
     superadditivity_sample,
 )
 from attnlab.dynamics.robustness import CriticalDeltas, critical_deltas
-from attnlab.dynamics.shadows import RadialScan, ShadowCounts, radial_scan, shadow_counts
+from attnlab.dynamics.shadows import (
+    RadialInvariance,
+    RadialScan,
+    ShadowCounts,
+    radial_invariance,
+    radial_scan,
+    shadow_counts,
+)
 from attnlab.dynamics.space import Flat, Space, Sphere, get_space
 from attnlab.dynamics.theory import BetaStar, beta_star, c_star
 
@@ -61,8 +68,10 @@ __all__ = [
     "METHODS",
     "RADIAL_RTOL",
     "CriticalDeltas",
+    "RadialInvariance",
     "RadialScan",
     "ShadowCounts",
+    "radial_invariance",
     "radial_scan",
     "critical_deltas",
     "SuperadditivitySample",

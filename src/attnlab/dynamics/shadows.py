@@ -23,7 +23,14 @@ from attnlab.dynamics.field import head_outputs, velocity
 from attnlab.dynamics.model import Heads
 from attnlab.dynamics.observables import energy_rates, radial_dominance
 
-__all__ = ["RadialScan", "ShadowCounts", "radial_scan", "shadow_counts"]
+__all__ = [
+    "RadialInvariance",
+    "RadialScan",
+    "ShadowCounts",
+    "radial_invariance",
+    "radial_scan",
+    "shadow_counts",
+]
 
 #: Relative rate below which a per-head energy counts as falling (rounding slack).
 FALL = 1e-12
@@ -130,3 +137,39 @@ def radial_scan(spec: Heads, x: torch.Tensor, betas: Sequence[float], space: str
             out[k].append(float(v.double().mean()))
         out["form3_and_fall"].append(float((f3 & fall).sum()))
     return RadialScan(bs, *(np.array(out[k]) for k in ("form1", "form2", "form3", "fall", "form3_and_fall")))
+
+
+@dataclass(frozen=True)
+class RadialInvariance:
+    """Per form k = 1, 2, 3 (index k − 1): ``started[k]`` trajectories whose initial state satisfies form k
+    for every head, ``left[k]`` of them that break it at some later recorded state, and ``entered[k]``
+    trajectories that start outside it and satisfy it at the last record."""
+
+    started: tuple[int, int, int]
+    left: tuple[int, int, int]
+    entered: tuple[int, int, int]
+    trajectories: int
+
+
+def radial_invariance(
+    spec: Heads, x0: torch.Tensor, beta: float, t1: float, every: float, dt: float = 0.05
+) -> RadialInvariance:
+    """Is radial dominance preserved along RK4 trajectories on the sphere from ``x0`` (B, n, d)?"""
+    from attnlab.dynamics.integrate import Record, simulate
+
+    check_tensor("x0", x0, ndim=3)
+    sol = simulate(
+        spec, x0, beta=beta, t1=t1, dt=dt, record=Record(every=every, observables=(), trajectory=True)
+    )
+    forms = []
+    for x in sol.trajectory:  # (B, n, d) per record
+        rd = radial_dominance(head_outputs(spec, x, beta), x)
+        forms.append(torch.stack([rd.form1.all(-1), rd.form2.all(-1), rd.form3.all(-1)]))  # (3, B)
+    F = torch.stack(forms)  # (T, 3, B)
+    start, ever_out, end = F[0], (~F).any(0), F[-1]
+    return RadialInvariance(
+        tuple(int(v) for v in start.sum(-1)),
+        tuple(int(v) for v in (start & ever_out).sum(-1)),
+        tuple(int(v) for v in (~start & end).sum(-1)),
+        int(x0.shape[0]),
+    )

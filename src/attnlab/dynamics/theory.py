@@ -37,6 +37,7 @@ __all__ = [
     "equiangular_gamma",
     "early_rate",
     "late_rate",
+    "late_constant",
     "softmax_linear_time",
     "relu_linear_time",
     "relu_equiangular_rhs",
@@ -320,3 +321,24 @@ def relu_random_init_rate(lam: float, beta: float, n: int, d: int) -> float:
     n = check_int("n", n, min=2)
     d = check_int("d", d, min=1)
     return float(2 * beta * lam * lam / (n * math.sqrt(2 * math.pi * d)))
+
+
+def late_constant(strengths: Sequence[float], beta: float, n: int, gamma0: float = 0.0) -> float:
+    """The constant C of ``ε(t) = 1 − γ(t) ~ C e^{−2Λt}`` on the equiangular ODE from ``gamma0`` (B5).
+
+    With ``f = γ'`` of :func:`equiangular_rhs` (``f(γ) = 2Λ(1−γ)(1 + O(1−γ))`` near 1),
+    ``ln C = lim_{γ→1} [ln(1−γ) + 2Λ t(γ)] = ln(1−γ0) + ∫_{γ0}^1 [2Λ/f(g) − 1/(1−g)] dg``, a convergent
+    quadrature (the integrand tends to a constant at g = 1).
+    """
+    lam = _strengths(strengths)
+    n = check_int("n", n, min=2)
+    beta = check_real("beta", beta, min=0.0)
+    gamma0 = check_real("gamma0", gamma0, min=-1.0 / (n - 1), max=1.0, max_open=True)
+    L = float(lam.sum())
+
+    def integrand(g: float) -> float:
+        e = 1.0 - g
+        return 2 * L / float(equiangular_rhs(g, lam, beta, n)) - 1.0 / e
+
+    val, _ = integrate.quad(integrand, gamma0, 1.0 - 1e-9, epsabs=1e-13, epsrel=1e-12, limit=500)
+    return float(math.exp(math.log(1.0 - gamma0) + val))

@@ -13,7 +13,10 @@ from attnlab.claims.flow import (
     energy_monotone_softmax,
     entropy,
     equiangular_rates,
+    late_constant,
+    radial_invariance,
     radial_shadow,
+    relu_late,
     relu_vs_softmax,
     value_perturbation,
 )
@@ -28,6 +31,9 @@ CLAIMS = [
     relu_vs_softmax.CLAIM,
     entropy.CLAIM,
     approx_orthogonal.CLAIM,
+    radial_invariance.CLAIM,
+    relu_late.CLAIM,
+    late_constant.CLAIM,
 ]
 
 __all__ = ["CLAIMS"]

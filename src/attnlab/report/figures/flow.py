@@ -287,6 +287,49 @@ def approx_orthogonal(rows: Sequence[Row]) -> dict:
     return {"approx_orthogonal": fig}
 
 
+def radial_invariance(rows: Sequence[Row]) -> dict:
+    fig, ax = new_figure()
+    for i, r in enumerate(_test(rows)):
+        st, lf = r.metrics["started"], r.metrics["left"]
+        x = np.arange(3) + 0.35 * i
+        ax[0, 0].bar(x, st, width=0.17, label=f"β={r.params['beta']:g}: start inside")
+        ax[0, 0].bar(x + 0.17, lf, width=0.17, label=f"β={r.params['beta']:g}: of those, leave")
+    ax[0, 0].set_xticks(np.arange(3) + 0.25, ["form 1", "form 2", "form 3"])
+    ax[0, 0].set(ylabel="trajectories", title="radial dominance along trajectories")
+    ax[0, 0].legend(fontsize=6)
+    return {"radial_invariance": fig}
+
+
+def relu_late(rows: Sequence[Row]) -> dict:
+    fig, ax = new_figure()
+    for r in _test(rows):
+        if "eps" in r.arrays:
+            ls = "-" if r.params["kind"] == "relu" else "--"
+            lab = f"{r.params['kind']}, β={r.params['beta']:g}"
+            ax[0, 0].semilogy(r.arrays["t"], np.maximum(r.arrays["eps"], 1e-16), ls, label=lab)
+    ax[0, 0].set(xlabel="time t (model units)", ylabel="ε = 1 − γ", title="late decay: ReLU vs softmax")
+    ax[0, 0].legend(fontsize=7)
+    return {"relu_late": fig}
+
+
+def late_constant(rows: Sequence[Row]) -> dict:
+    fig, ax = new_figure()
+    for r in _test(rows):
+        if "eps" in r.arrays:
+            L = float(sum(r.params["strengths"]))
+            t, eps = r.arrays["t"], r.arrays["eps"]
+            ok = eps > 1e-12
+            (ln,) = ax[0, 0].semilogy(
+                t[ok], eps[ok] * np.exp(2 * L * t[ok]), label=f"λ={r.params['strengths']}"
+            )
+            ax[0, 0].axhline(r.metrics["C_theory"], color=ln.get_color(), ls="--", lw=0.8)
+    ax[0, 0].set(
+        xlabel="time t (model units)", ylabel="ε(t) e^{2Λt}", title="late constant (dashed: quadrature C)"
+    )
+    ax[0, 0].legend(fontsize=7)
+    return {"late_constant": fig}
+
+
 FIGURES = {
     "flow.energy-monotone": energy_monotone,
     "flow.energy-monotone-softmax": energy_monotone_softmax,
@@ -297,4 +340,7 @@ FIGURES = {
     "flow.relu-vs-softmax": relu_vs_softmax,
     "flow.entropy": entropy,
     "flow.approx-orthogonal": approx_orthogonal,
+    "flow.radial-invariance": radial_invariance,
+    "flow.relu-late": relu_late,
+    "flow.late-constant": late_constant,
 }

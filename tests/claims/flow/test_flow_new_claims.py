@@ -1,0 +1,78 @@
+"""New paper-B claims: flow.late-constant (theorem), flow.relu-late, flow.radial-invariance (findings)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from attnlab.claims.flow.late_constant import CLAIM as LATE_C
+from attnlab.claims.flow.radial_invariance import CLAIM as INVARIANCE
+from attnlab.claims.flow.relu_late import CLAIM as RELU_LATE
+from attnlab.dynamics import Heads, init, radial_invariance
+from attnlab.dynamics import theory as T
+from attnlab.engine.power import resolving_power
+from attnlab.engine.protocol import Predict, Row
+
+
+def test_late_constant_against_the_ode_solution():
+    # independent: DOP853 solution of the equiangular ODE, ε(t) e^{2Λt} at a late time (ε ~ 1e-7)
+    lam, n = [1.0, 0.5], 8
+    t = np.array([5.0, 6.0])
+    eps = 1 - T.equiangular_gamma(lam, 1.0, n, t)
+    np.testing.assert_allclose(eps * np.exp(3.0 * t), T.late_constant(lam, 1.0, n), rtol=1e-5)  # O(ε) rest
+
+
+def test_late_constant_claim_point_and_power():
+    p = LATE_C.points("quick")[0]
+    r = LATE_C.run(p)
+    assert abs(r.metrics["C_measured"] / r.metrics["C_theory"] - 1) < 1e-4
+    rows = [Row("a", p.params, "ok", r.metrics)]
+    assert LATE_C.decide(rows).status == "holds"
+    assert LATE_C.decide(rows, Predict({"C": 1.02})).status == "fails"
+    assert resolving_power(LATE_C, rows).flips["C"] == {"+": 0.01, "-": 0.01}
+
+
+def _late(kind, beta, rate):
+    return Row(kind + str(beta), {"kind": kind, "beta": beta, "strength": 1.0, "n": 8}, "ok",
+               {"late_rate": rate, "late_rate_linearised": 0.0})  # fmt: skip
+
+
+def test_relu_late_rule_and_linearised_rates():
+    ok = [
+        _late("softmax", 0.5, 2.0),
+        _late("relu", 0.5, 1.0),
+        _late("softmax", 2.0, 2.0),
+        _late("relu", 2.0, 4.0),
+    ]
+    assert RELU_LATE.decide(ok).status == "holds"
+    bad = ok[:3] + [_late("relu", 2.0, 1.5)]  # ReLU slower although βλ > 1
+    assert RELU_LATE.decide(bad).status == "fails"
+    assert RELU_LATE.decide(ok[:3] + [_late("relu", 2.0, None)]).status == "inconclusive"
+    p = next(p for p in RELU_LATE.points("quick") if p["kind"] == "relu" and p["beta"] == 2.0)
+    m = RELU_LATE.run(p).metrics
+    assert m["late_rate"] == pytest.approx(2 * 2.0, rel=1e-3)  # ε' ≈ −2βλ² ε near γ = 1
+
+
+def test_radial_invariance_counts_and_rule():
+    g = torch.Generator().manual_seed(0)
+    spec = Heads.orthogonal_subspaces(2, 8, generator=g, random_within=True, kind="usa")
+    x0 = init.uniform(batch=16, n=8, d=8, generator=g)
+    ri = radial_invariance(spec, x0, 1.0, 1.0, 0.5)
+    assert ri.trajectories == 16 and all(lf <= st for lf, st in zip(ri.left, ri.started, strict=True))
+    assert ri.started[2] <= ri.started[1] <= ri.started[0]  # form 3 ⇒ form 2 ⇒ form 1
+    row = Row(
+        "r",
+        {"beta": 1.0},
+        "ok",
+        {"started": [20, 5, 1], "left": [0, 0, 0], "entered": [0, 0, 0], "trajectories": 20},
+    )
+    assert INVARIANCE.decide([row]).status == "holds"
+    row2 = Row(
+        "r",
+        {"beta": 1.0},
+        "ok",
+        {"started": [20, 5, 1], "left": [3, 0, 0], "entered": [0, 0, 0], "trajectories": 20},
+    )
+    assert INVARIANCE.decide([row2]).status == "fails"
+    assert math.isfinite(INVARIANCE.decide([row2]).numbers["leave_fraction_form_1_2_3"][0])
