@@ -142,4 +142,21 @@ def minilm_diversity(rows: Sequence[Row]) -> dict[str, Any]:
     return draw_figures(ok[0].arrays, ok[0].metrics)
 
 
-FIGURES = {"models.minilm-diversity": minilm_diversity}
+def principal_angles(rows: Sequence[Row]) -> dict[str, Any]:
+    """Histogram of principal angles between head pairs (keys, queries) against random subspaces."""
+    ok = [r for r in rows if r.ok and not r.control and "angles_k" in r.arrays]
+    if not ok:
+        return {}
+    fig, axes = _fig(1, 1, w=5.0, h=3.4)
+    ax, a = axes[0][0], ok[0].arrays
+    bins = np.linspace(0, 90, 46)
+    ax.hist(a["angles_k"], bins=bins, density=True, alpha=0.6, label="key subspaces")
+    ax.hist(a["angles_q"], bins=bins, density=True, histtype="step", label="query subspaces")
+    ax.hist(a["angles_null"], bins=bins, density=True, histtype="step", color="k", label="random subspaces")
+    ax.axvspan(70, 85, color="k", alpha=0.08, label="70–85° (paper B)")
+    ax.set(xlabel="principal angle (degrees)", ylabel="density (1/degree)", title="angles between head pairs")
+    ax.legend(fontsize=7)
+    return {"principal_angles": fig}
+
+
+FIGURES = {"models.minilm-diversity": minilm_diversity, "models.principal-angles": principal_angles}
