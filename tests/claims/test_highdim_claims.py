@@ -18,6 +18,7 @@ IDS = {
     "highdim.tokens",
     "highdim.temperature",
     "highdim.width",
+    "highdim.nuclear-norm",
 }
 
 

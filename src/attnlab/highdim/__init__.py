@@ -19,6 +19,7 @@ from attnlab.highdim.decomposition import (
 )
 from attnlab.highdim.law_distance import ks_to_tabulated, ks_two_sample, tabulated_cdf
 from attnlab.highdim.outliers import count_outliers, nonzero_components, predicted_outliers
+from attnlab.highdim.proximal import ProximalResult, nuclear_objective, nuclear_psd_erm
 from attnlab.highdim.scaling import PowerLawFit, find_plateau, local_exponents, power_law_fit
 from attnlab.highdim.spectra import (
     ConvolvedLaw,
@@ -69,6 +70,7 @@ __all__ = [
     "MarchenkoPastur",
     "OutputChannel",
     "PredictedSpectrum",
+    "ProximalResult",
     "RecoveredSplit",
     "Setting",
     "Stability",
@@ -94,6 +96,8 @@ __all__ = [
     "logits",
     "mp_target",
     "nonzero_components",
+    "nuclear_objective",
+    "nuclear_psd_erm",
     "perfect_recovery_bayes",
     "perfect_recovery_threshold",
     "perfect_recovery_unfactorised",

@@ -6,6 +6,7 @@ from attnlab.claims.highdim import (
     error_decomposition,
     factorised_beats_frobenius,
     interpolation_threshold,
+    nuclear_norm,
     perfect_recovery,
     scaling_law,
     seq2seq,
@@ -29,6 +30,7 @@ CLAIMS = [
     tokens.CLAIM,
     temperature.CLAIM,
     width.CLAIM,
+    nuclear_norm.CLAIM,
 ]
 
 __all__ = ["CLAIMS"]

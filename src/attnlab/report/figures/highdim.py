@@ -223,6 +223,26 @@ def scaling_law(rows: Sequence[Row]) -> dict[str, Any]:
     return {"scaling_law": fig}
 
 
+def nuclear_norm(rows: Sequence[Row]) -> dict[str, Any]:
+    """Objective reached by Adam on W against proximal gradient on S, test setting and control."""
+    fig, ax = new_figure()
+    ax = ax[0][0]
+    for ctrl, mark in (("", "o"), ("wrong_penalty", "x")):
+        rs = [r for r in rows if r.ok and r.control == ctrl]
+        ax.loglog(
+            [r.metrics["objective_prox"] for r in rs],
+            [r.metrics["objective_adam"] for r in rs],
+            mark,
+            label=ctrl or "test setting",
+        )
+    lo, hi = ax.get_xlim()
+    ax.plot([lo, hi], [lo, hi], "k:", lw=1)
+    ax.set_xlabel("F(S) reached by proximal gradient on S (per d²)")
+    ax.set_ylabel("F(S) reached by Adam on W (per d²)")
+    ax.legend(fontsize=7)
+    return {"nuclear_norm": fig}
+
+
 FIGURES = {
     "highdim.theory-vs-adam": theory_vs_adam,
     "highdim.factorised-beats-frobenius": factorised_vs_frobenius,
@@ -236,4 +256,5 @@ FIGURES = {
     "highdim.tokens": theory_vs_adam,
     "highdim.temperature": theory_vs_adam,
     "highdim.width": theory_vs_adam,
+    "highdim.nuclear-norm": nuclear_norm,
 }
