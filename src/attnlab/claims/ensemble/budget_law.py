@@ -159,7 +159,7 @@ CLAIM = Claim(
     version=2,
     params=Params,
     grids={
-        "quick": Grid({"n": [100, 300, 1000, 3000], "c": [2.0, 4.0]}, fixed=_FIXED, seeds=4),
+        "quick": Grid({"n": [100, 300, 1000, 3000], "c": [2.0, 4.0]}, fixed=_FIXED, seeds=6),
         "full": Grid(
             {"n": [100, 300, 1000, 3000, 10000, 30000], "c": [2.0, 4.0], "d": [16, 32]},
             fixed={"D": 16, "target": "radial", "noise": 0.5, "reps": 24, "queries": 200},

@@ -82,7 +82,7 @@ CLAIM = Claim(
     version=1,
     params=Params,
     grids={
-        "quick": Grid({"D": [8, 12, 16]}, fixed={"n": 1000, "c": 2.0, "d": 16}, seeds=3),
+        "quick": Grid({"D": [6, 8, 12, 16]}, fixed={"n": 1000, "c": 2.0, "d": 16}, seeds=6),
         "full": Grid(
             {"D": [4, 6, 8, 12, 16, 24, 30], "c": [2.0, 4.0]}, fixed={"n": 3000, "d": 32, "reps": 24}, seeds=6
         ),

@@ -79,7 +79,7 @@ CLAIM = Claim(
     version=1,
     params=Params,
     grids={
-        "quick": Grid(fixed={"n": 3000, "c": 2.0, "D": 16, "d": 16}, seeds=4),
+        "quick": Grid(fixed={"n": 3000, "c": 2.0, "D": 16, "d": 16}, seeds=10),
         "full": Grid({"n": [3000, 10000], "c": [2.0, 4.0]}, fixed={"D": 16, "d": 16, "reps": 24}, seeds=8),
     },
     run=run,
