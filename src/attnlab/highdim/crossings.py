@@ -1,5 +1,5 @@
 """Where a measured curve crosses a level, and the finite-size extrapolation of that crossing
-(THEORY.md C5: thresholds measured by simulation at finite d).
+(docs/highdim.md C5: thresholds measured by simulation at finite d).
 
 A threshold in α shows at finite d as a sharp change of a measured quantity (the training data loss leaves
 zero at the interpolation threshold; the noiseless test error reaches zero at perfect recovery).

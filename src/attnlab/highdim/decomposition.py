@@ -131,8 +131,8 @@ def decompose_by_recovered(S_hat: torch.Tensor, S0: torch.Tensor, n_recovered: i
 
     The hidden directions are the target's eigenvectors, so ``under`` and ``over`` need distinct target
     eigenvalues there (a power law has them; a degenerate eigenspace, such as a null space, has no
-    preferred basis and ``torch.linalg.eigh`` picks one). ``under + over = ‖M_HH‖²/d``, so the four parts sum to the total by orthogonality of the blocks; each is
-    computed on its own, and the total directly.
+    preferred basis and ``torch.linalg.eigh`` picks one). ``under + over = ‖M_HH‖²/d``, so the four parts
+    sum to the total by orthogonality of the blocks; each is computed on its own, and the total directly.
     """
     S0 = check_tensor("S0", S0, ndim=2).to(torch.float64)
     S_hat = check_tensor("S_hat", S_hat, shape=tuple(S0.shape)).to(torch.float64)
@@ -158,7 +158,8 @@ def denoiser_sample(
     S0: torch.Tensor, delta: float, eps: float, eta: float, generator: torch.Generator | None = None
 ) -> torch.Tensor:
     """One draw of ``η · ReLU(S0 + δZ − εI)`` (eigenvalue-wise), ``Z`` from the GOE with semicircle on
-    ``[−2, 2]``: the matrix the learned ``Ŝ`` equals in law at the state-evolution fixed point (THEORY.md C4).
+    ``[−2, 2]``: the matrix the learned ``Ŝ`` equals in law at the state-evolution fixed point
+    (docs/highdim.md C4).
     ``Z`` is drawn on the generator's device (CPU without one) and moved to ``S0``'s."""
     S0 = check_tensor("S0", S0, ndim=2).to(torch.float64)
     delta = check_real("delta", delta, min=0.0)

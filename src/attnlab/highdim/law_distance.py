@@ -1,4 +1,5 @@
-"""Kolmogorov–Smirnov distances between eigenvalues of a trained ``Ŝ`` and a predicted law (THEORY.md C4).
+"""Kolmogorov–Smirnov distances between eigenvalues of a trained ``Ŝ`` and a predicted law
+(docs/highdim.md C4).
 
 The predicted law of the non-zero eigenvalues is tabulated (``PredictedSpectrum.x`` and ``density``);
 :func:`ks_to_tabulated` measures a sample against the CDF of such a table (trapezoid rule, normalised),

@@ -1,4 +1,4 @@
-"""Nuclear-norm-penalised ERM over positive semi-definite ``S`` by proximal gradient (THEORY.md C2).
+"""Nuclear-norm-penalised ERM over positive semi-definite ``S`` by proximal gradient (docs/highdim.md C2).
 
 Weight decay on the factor ``W`` of ``S = WᵀW/√(pd)`` is the nuclear-norm penalty ``d λ̃ Tr S`` on ``S``
 (``λ‖W‖² = d λ̃ Tr S``, ``λ̃ = √κ λ``), so the factorised student's loss has the same values as

@@ -1,5 +1,5 @@
 """``highdim.emergence``: with a power-law target the modes are recovered one after another as α grows,
-each leaving the bulk as an outlier, and the test error drops as they do (THEORY.md C6).
+each leaving the bulk as an outlier, and the test error drops as they do (docs/highdim.md C6).
 
 Per point (a dense α grid): the finite-d state evolution with the power-law spectrum gives the predicted
 outlier count (:func:`attnlab.highdim.predicted_outliers`), the predicted bulk edge and the predicted test

@@ -1,6 +1,6 @@
 """``highdim.error-decomposition``: the error of the learned ``S`` splits into over-fitting (noise bulk),
 under-fitting (hidden target directions), approximation (recovered outliers) and a rotation part, each as
-the theory predicts it (THEORY.md C4, C6), on a power-law target with outliers.
+the theory predicts it (docs/highdim.md C4, C6), on a power-law target with outliers.
 
 Per point: a Haar-rotated power-law target at dimension d; the finite-d state evolution gives the fixed point
 (δ, ε, η) and the number of outliers it recovers (:func:`attnlab.highdim.predicted_outliers`); the parts of

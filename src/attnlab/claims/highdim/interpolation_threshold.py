@@ -1,5 +1,5 @@
 """``highdim.interpolation-threshold``: at small λ̃ the training loss vanishes below α_interp and is positive
-above it (THEORY.md C5).
+above it (docs/highdim.md C5).
 
 Per point: Adam at dimension d, small λ̃, sample ratio α on a dense grid around the threshold; the training
 data loss (penalty excluded) and the theory's ``α_interp(κ0, Δ, T)`` (the C5 formula).
@@ -139,7 +139,7 @@ CLAIM = Claim(
     },
     run=run,
     verdict=verdict,
-    predictions={"alpha_interp": "the interpolation threshold α_interp(κ0, Δ, T) of THEORY.md C5"},
+    predictions={"alpha_interp": "the interpolation threshold α_interp(κ0, Δ, T) of docs/highdim.md C5"},
     regime="small λ̃ (the λ̃ → 0+ limit), the level crossing on the α grid at two or more d",
     explain={
         "holds": "The training loss leaves zero at α = {alpha_measured:.4f} extrapolated to d → ∞ "

@@ -1,5 +1,5 @@
-"""``highdim.nuclear-norm``: weight decay on the factor is a nuclear-norm penalty on S (THEORY.md C2), so
-factorised ERM by Adam reaches the same minimum as nuclear-norm-penalised ERM over PSD S.
+"""``highdim.nuclear-norm``: weight decay on the factor is a nuclear-norm penalty on S (docs/highdim.md
+C2), so factorised ERM by Adam reaches the same minimum as nuclear-norm-penalised ERM over PSD S.
 
 Per point: one MP(κ0) target and training set; Adam on ``W`` (``S = WᵀW/√(pd)``, weight decay ``λ = λ̃/√κ``)
 and proximal gradient on ``S`` with eigenvalue soft-thresholding (:func:`attnlab.highdim.nuclear_psd_erm`),

@@ -1,6 +1,6 @@
 """``highdim.perfect-recovery``: without label noise the factorised student's test error vanishes above
 ᾱ_PR, an ERM threshold of its own: above the Bayes-optimal one and below the unfactorised one
-(THEORY.md C5; ᾱ = α (T² + T − 2)/2).
+(docs/highdim.md C5; ᾱ = α (T² + T − 2)/2).
 
 Per point: Adam at dimension d, Δ = 0, small λ̃, sample ratio α on a grid across the thresholds; the noiseless
 test error and the theory's thresholds in α: factorised ``alpha_pr``, Bayes-optimal ``alpha_bo`` and
@@ -172,7 +172,7 @@ CLAIM = Claim(
     run=run,
     verdict=verdict,
     predictions={
-        "alpha_pr": "the factorised perfect-recovery threshold ᾱ_PR(κ0) of THEORY.md C5, in α",
+        "alpha_pr": "the factorised perfect-recovery threshold ᾱ_PR(κ0) of docs/highdim.md C5, in α",
         "alpha_bo": "the Bayes-optimal threshold κ0 − κ0²/2, in α",
     },
     regime="Δ = 0, small λ̃; the recovery point on the α grid at two or more d",

@@ -1,6 +1,6 @@
-"""``highdim.seq2seq``: one theory serves both tasks (THEORY.md C2): since ``XXᵀ/d → I_T`` at fixed T, the
-seq2seq loss (divided by d) converges to the seq2lab one, so Adam trained on seq2seq data matches the same
-state evolution.
+"""``highdim.seq2seq``: one theory serves both tasks (docs/highdim.md C2): since ``XXᵀ/d → I_T`` at fixed
+T, the seq2seq loss (divided by d) converges to the seq2lab one, so Adam trained on seq2seq data matches the
+same state evolution.
 
 Runs :mod:`~attnlab.claims.highdim.theory_vs_adam`'s two sides with Adam on the seq2seq task, and decides
 with its rule (relative gap of the seed mean within max(its standard error, 3%); the state-evolution test

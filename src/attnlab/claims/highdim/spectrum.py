@@ -1,5 +1,5 @@
-"""``highdim.spectrum``: the eigenvalues of the trained ``S`` follow ``η·ReLU(S0 + δZ − ε)`` (THEORY.md C4),
-and the predicted bulk splits at high α.
+"""``highdim.spectrum``: the eigenvalues of the trained ``S`` follow ``η·ReLU(S0 + δZ − ε)``
+(docs/highdim.md C4), and the predicted bulk splits at high α.
 
 Two sides, as separate points of one grid (``side``): Adam at dimension d with seed replicates (the
 eigenvalues of each trained Ŝ, the predicted law from the state evolution at the same (α, λ̃), and the

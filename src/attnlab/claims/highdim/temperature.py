@@ -1,5 +1,6 @@
-"""``highdim.temperature``: the theory holds at inverse temperatures β = β0 ≠ 1 (THEORY.md C1–C3): Adam's
-student ``rowsoftmax(β Z(S))`` trained on a target at ``β0`` matches the state evolution at the same (β, β0).
+"""``highdim.temperature``: the theory holds at inverse temperatures β = β0 ≠ 1 (docs/highdim.md C1–C3):
+Adam's student ``rowsoftmax(β Z(S))`` trained on a target at ``β0`` matches the state evolution at the same
+(β, β0).
 
 Runs :mod:`~attnlab.claims.highdim.theory_vs_adam`'s two sides at β = β0 = 2 (quick) and 0.5, 2 (full), and
 decides with its rule (relative gap of the seed mean within max(its standard error, 3%); the state-evolution

@@ -36,7 +36,7 @@ class Params:
     kappa0: float = 0.5  # target rank ratio p0/d (both sides)
     noise: float = 0.5  # label-noise variance Δ (both sides)
     tokens: int = 2  # sequence length T (both sides)
-    task: Literal["seq2lab", "seq2seq"] = "seq2lab"  # Adam's task (one theory serves both, THEORY.md C2)
+    task: Literal["seq2lab", "seq2seq"] = "seq2lab"  # Adam's task (one theory serves both tasks)
     beta: float = 1.0  # student inverse temperature β (both sides)
     beta0: float = 1.0  # target inverse temperature β0 (both sides)
     kappa: float = 1.0  # student width p/d (the theory holds for κ above the rank fraction)

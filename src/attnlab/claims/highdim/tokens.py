@@ -1,5 +1,5 @@
 """``highdim.tokens``: sequences longer than two tokens enter the theory through ``ᾱ = α (T² + T − 2)/2``
-and the T² outputs of the state evolution's channel (THEORY.md C3, C5): at T = 3 and 5, Adam matches the
+and the T² outputs of the state evolution's channel (docs/highdim.md C3, C5): at T = 3 and 5, Adam matches the
 state evolution at the same ᾱ.
 
 Runs :mod:`~attnlab.claims.highdim.theory_vs_adam`'s two sides at T = 3 and 5 with α chosen so that

@@ -1,6 +1,6 @@
 """``highdim.width``: the learned S, hence the test error, does not depend on the student width κ = p/d as
-long as κ is above the rank fraction r of the solution (THEORY.md C4); below r the student cannot hold the
-solution.
+long as κ is above the rank fraction r of the solution (docs/highdim.md C4); below r the student cannot
+hold the solution.
 
 Runs :mod:`~attnlab.claims.highdim.theory_vs_adam`'s two sides with Adam at κ = 0.75 (the state evolution
 does not depend on κ) at α = 0.5, λ̃ = 0.01, where r ≈ 0.64 (reported by the theory side), and decides with
