@@ -10,7 +10,7 @@ from attnlab.dynamics import Heads, head_outputs, init, velocity
 
 
 def naive_outputs(M, V, x, beta, kind):
-    """Plain numpy double loop over heads and queries (THEORY.md B1 written out)."""
+    """Plain numpy double loop over heads and queries (docs/flow.md B1 written out)."""
     M, V, x = M.numpy(), V.numpy(), x.numpy()
     B, n, d = x.shape
     out = np.zeros((B, M.shape[0], n, d))

@@ -1,4 +1,4 @@
-"""Closed forms of THEORY.md B4–B6 against the reference values and independent computations."""
+"""Closed forms of docs/flow.md B4–B6 against the reference values and independent computations."""
 
 import math
 
@@ -10,7 +10,7 @@ from attnlab.dynamics import theory as T
 
 
 def test_c_star_reference_and_root():
-    # reference c*(2) = 1/φ = 0.618034 (6 digits as printed in THEORY.md B4)
+    # reference c*(2) = 1/φ = 0.618034 (6 digits as printed in docs/flow.md B4)
     assert T.c_star(2) == pytest.approx(0.618034, abs=5e-7)
     for H in range(1, 9):
         c = T.c_star(H)
@@ -61,7 +61,7 @@ def test_direct_form3_negative_closed_form_means_never():
 
 
 def test_t_star_reference():
-    # THEORY.md B5/B6: 5.27 (n = 32), 5.91, 6.58, 7.27 at β = λ = 1, γ: 0 -> 0.999
+    # docs/flow.md B5/B6: 5.27 (n = 32), 5.91, 6.58, 7.27 at β = λ = 1, γ: 0 -> 0.999
     for n, ref in [(32, 5.27), (128, 5.91), (512, 6.58), (2048, 7.27)]:
         assert T.equiangular_time([1.0], 1.0, n, 0.999) == pytest.approx(ref, abs=5e-3)
 
@@ -85,14 +85,14 @@ def test_early_and_late_rates():
 
 def test_lambda_c_is_inflection():
     lc = T.lambda_c(1.0, 32)
-    assert lc == pytest.approx(4.41, abs=5e-3)  # THEORY.md B5
+    assert lc == pytest.approx(4.41, abs=5e-3)  # docs/flow.md B5
     h = 1e-3
     second = lambda lam: (T.phi(lam + h, 1, 32) - 2 * T.phi(lam, 1, 32) + T.phi(lam - h, 1, 32)) / h**2
     assert second(lc - 0.05) < 0 < second(lc + 0.05)  # concave before, convex after
 
 
 def test_super_additivity_mean_reading_counterexample():
-    # THEORY.md B5: λ = (1.0, 8.82), n = 32, β = 1: Σφ = 0.062 < 2φ(λ̄) = 0.118
+    # docs/flow.md B5: λ = (1.0, 8.82), n = 32, β = 1: Σφ = 0.062 < 2φ(λ̄) = 0.118
     assert T.early_rate([1.0, 8.82], 1.0, 32) == pytest.approx(0.062, abs=5e-4)
     assert 2 * T.phi(4.91, 1.0, 32) == pytest.approx(0.118, abs=5e-4)
 

@@ -36,4 +36,15 @@ CLAIMS = [
     late_constant.CLAIM,
 ]
 
-__all__ = ["CLAIMS"]
+#: Statements of paper B that the summary does not state precisely enough to test, with the reason
+#: (shown in docs/flow.md, "Not testable from the statement").
+NOT_TESTABLE = {
+    "Thm 40": "named only among the quantitative results resting on idealisations; no statement is given",
+    "Lambert-W remark about c*(H)": "c*(H) is the root of c² + (H−1)c − 1 = 0 (checked by flow.beta-star); "
+    "the summary gives no Lambert-W formula to compare with",
+    "Wasserstein-gradient-flow reading": "at n tokens it is dE/dt = ‖v‖²_{L²(μ_n)} = (1/n)Σ‖ẋ_i‖², "
+    "checked by flow.energy-monotone; the mean-field (n → ∞) statement has no further finite-n "
+    "consequence given",
+}
+
+__all__ = ["CLAIMS", "NOT_TESTABLE"]

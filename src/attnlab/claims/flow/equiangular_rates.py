@@ -7,7 +7,7 @@ unequal strengths with the same total cluster faster early on (super-additivity 
 Jensen (every λ_h > λ_c: a theorem), local (a small symmetric spread around a mean λ̄: super-additive
 exactly when λ̄ > λ_c, :func:`attnlab.dynamics.local_superadditivity`, spread 1e-3 on a grid of λ̄/λ_c
 down to ±0.5%), and the summary's mean-only reading (λ̄ > λ_c with any spread), which is false
-(THEORY.md B5: λ = (1.0, 8.82) at n = 32, β = 1) and is reported with its counterexamples.
+(docs/flow.md B5: λ = (1.0, 8.82) at n = 32, β = 1) and is reported with its counterexamples.
 
 Verdict rule: holds when the particles match the ODE (γ within 1e-8), the fitted late rate is within
 2% of the predicted 2Λ, no Jensen sample fails, and the local gain is positive exactly at the means

@@ -9,7 +9,7 @@ early forces, φ for softmax and ``2βλ²/(n√(2πd))`` for ReLU (:func:`theor
 "zero force" is a force vanishing as ``d^{−1/2}``), in the regime d ≥ 64 where those forms are
 asymptotically exact. Reported beside it (part ``times``): times of the full dynamics to a target
 inside the linear regime (mean γ up by ``c/n``) against the linear prediction, times to γ = 1/2 with
-ReLU runs sized from the exact formula of THEORY.md B6 (and how often ReLU stalls in metastable
+ReLU runs sized from the exact formula of docs/flow.md B6 (and how often ReLU stalls in metastable
 clusters), and the linearised equations' exponents (part ``linearised``; algebra, not evidence).
 
 Verdict rule: on the force rows with d ≥ d_min (64), per kind the pooled ratio measured/predicted
