@@ -50,7 +50,7 @@ def test_equiangular_start_matches_ode():
     sol = simulate(spec, x0, beta=beta, t1=4.0, dt=0.01, record=Record(every=1.0, observables=("gamma",)))
     ref = T.equiangular_gamma(lam, beta, n, sol.t.numpy()[1:])
     got = sol.observables["gamma"][1:]
-    assert float((got - torch.tensor(ref)[:, None]).abs().max()) < 1e-8  # docs/flow.md B5: γ to ~1e-8 with RK4
+    assert float((got - torch.tensor(ref)[:, None]).abs().max()) < 1e-8  # docs/flow.md B5: γ to 1e-8
 
 
 def test_record_times_and_trajectory():
