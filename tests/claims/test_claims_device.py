@@ -113,8 +113,8 @@ def test_weighting_point_on_cuda_matches_cpu():
 
 @pytest.mark.gpu
 def test_energy_identity_point_on_cuda_matches_cpu():
-    p_cpu = next(p for p in ENERGY.points("quick", device="cpu") if p["mode"] == "identity")
-    p_gpu = next(p for p in ENERGY.points("quick", device="cuda") if p["mode"] == "identity")
+    p_cpu = next(p for p in ENERGY.points("quick", device="cpu") if not p.control)
+    p_gpu = next(p for p in ENERGY.points("quick", device="cuda") if not p.control)
     cpu, gpu = ENERGY.run(p_cpu).metrics, ENERGY.run(p_gpu).metrics
     # max_rel_err is itself rounding (~1e-14): both must meet the claim's 1e-8, not each other.
     # min_rate: float64 RK4 over t = 2 at β = 1 with ‖M_h‖_op = 1 (Lipschitz constant O(H β)):
