@@ -52,13 +52,13 @@ _DYNAMICS_COLUMNS = (
 
 
 @contextlib.contextmanager
-def _one_thread(d_model: int = 0) -> Iterator[None]:
-    """Many small batched factorisations: one torch thread is fastest (and steady on shared cores);
-    from d_model 1024 on the products are large enough for every thread to pay."""
+def _one_thread() -> Iterator[None]:
+    """Many small batched factorisations (per-head SVD/QR of k × k blocks): one torch thread is fastest,
+    and steady on shared cores (threaded batched LAPACK calls were 4× slower in wall time there)."""
     import torch
 
     before = torch.get_num_threads()
-    torch.set_num_threads(before if d_model >= 1024 else 1)
+    torch.set_num_threads(1)
     try:
         yield
     finally:
@@ -77,7 +77,7 @@ def run_inspect(
     if dtype not in ("float32", "float64"):
         raise UsageError("--dtype", "float32 or float64", dtype)
     heads = models.load(source, dtype=None, stream=True)  # checkpoint dtype, one layer at a time
-    with _one_thread(heads.d_model):
+    with _one_thread():
         if dtype == "float32":  # round the weights to float32 first (the arithmetic stays float64)
             heads = heads.to(dtype=torch.float32)
         traces, note = None, None
