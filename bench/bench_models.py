@@ -130,6 +130,15 @@ def _layer_tensors(d: int, H: int, Hkv: int, inter: int) -> list[tuple[str, tupl
     ]
 
 
+def _layers_written(shape: str) -> int:
+    """Layers written for ``shape``: all, unless ATTNLAB_BENCH_LAYERS caps them (then extrapolated)."""
+    import os
+
+    L = STREAM_SHAPES[shape][3]
+    cap = os.environ.get("ATTNLAB_BENCH_LAYERS")
+    return min(L, int(cap)) if cap else L
+
+
 def write_llama_checkpoint(folder, shape: str, shards: int = 3, seed: int = 0) -> dict:
     """A random Llama-architecture checkpoint in bf16, sharded safetensors with an index, written
     tensor by tensor (never the whole model in memory). ``sparse``: non-attention tensors are holes
@@ -139,6 +148,7 @@ def write_llama_checkpoint(folder, shape: str, shards: int = 3, seed: int = 0) -
     from pathlib import Path
 
     d, H, Hkv, L, _, inter, vocab, sparse = STREAM_SHAPES[shape]
+    L = _layers_written(shape)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     g = torch.Generator().manual_seed(seed)
@@ -202,7 +212,7 @@ _PLAIN_REFERENCE = r"""
 import json, sys, torch
 from pathlib import Path
 from safetensors import safe_open
-torch.set_num_threads(2)
+torch.set_num_threads(1)
 folder = Path(sys.argv[1]); cfg = json.loads((folder / "config.json").read_text())
 wm = json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"]
 H, Hkv, d = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]; k = d // H
@@ -218,23 +228,33 @@ for i in range(cfg["num_hidden_layers"]):
 """
 
 
-def _measure_child(argv: list[str]) -> dict:
-    """As :func:`_measure`, with the rusage of exactly this child (os.wait4)."""
-    import os
-    import subprocess
+_LAUNCHER = r"""
+import json, os, subprocess, sys, time
+t = time.perf_counter()
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+out = proc.stdout.read()
+_, status, ru = os.wait4(proc.pid, 0)
+sys.stderr.write(json.dumps({"rc": os.waitstatus_to_exitcode(status), "wall_s": time.perf_counter() - t,
+                             "cpu_s": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024}))
+sys.stdout.buffer.write(out)
+"""
 
-    t = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    out = proc.stdout.read()
-    _, status, ru = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t
-    return {
-        "rc": os.waitstatus_to_exitcode(status),
-        "wall_s": wall,
-        "cpu_s": ru.ru_utime + ru.ru_stime,
-        "rss_mb": ru.ru_maxrss / 1024,
-        "stdout": out,
-    }
+
+def _measure_child(argv: list[str]) -> dict:
+    """Whole-process wall seconds, CPU seconds (user + sys) and peak RSS of one run of ``argv``.
+
+    The run is started by a small launcher process (plain Python, ~10 MB): Linux folds the memory of
+    the process that forks into the child's ``ru_maxrss``, so forking from this (large) benchmark
+    process would report its size instead of the child's.
+    """
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _LAUNCHER, *argv], capture_output=True)
+    res = json.loads(proc.stderr.decode().strip().splitlines()[-1])
+    res["stdout"] = proc.stdout
+    return res
 
 
 def stream_benchmark(shape: str, repeats: int = 3, reference: bool = True) -> dict:
@@ -246,7 +266,8 @@ def stream_benchmark(shape: str, repeats: int = 3, reference: bool = True) -> di
     import tempfile
     from pathlib import Path
 
-    d, H, Hkv, L, L_real, *_ = STREAM_SHAPES[shape]
+    d, H, Hkv, _, L_real, *_ = STREAM_SHAPES[shape]
+    L = _layers_written(shape)
     tmp = Path(
         tempfile.mkdtemp(prefix=f"attnlab-bench-{shape}-", dir="/work" if Path("/work").is_dir() else None)
     )
