@@ -50,7 +50,7 @@ def test_real_orthogonal_scan_is_a_step_at_beta_star():
     )
     r = CLAIM.run(p)
     ratios = r.arrays["beta"] / r.metrics["beta_star"]
-    # at orthogonal tokens form 3 is cos θ ≤ c*(H): a step at β* in every state (THEORY.md B4)
+    # at orthogonal tokens form 3 is cos θ ≤ c*(H): a step at β* in every state (docs/flow.md B4)
     np.testing.assert_array_equal(r.arrays["form3"], (ratios < 1).astype(float))
     assert r.metrics["beta_star"] == pytest.approx(
         0.2073373, rel=1e-6

@@ -53,5 +53,5 @@ def test_real_point_meets_the_identities():
         if p["size"] == 1.0
     )
     m = CLAIM.run(p).metrics
-    assert m["violations"] > 0  # size 1: violations are common (THEORY.md B2)
+    assert m["violations"] > 0  # size 1: violations are common (docs/flow.md B2)
     assert m["max_D_over_K_size2"] <= 1.0 and m["max_violation_over_floor"] <= 1.0 + 1e-9
