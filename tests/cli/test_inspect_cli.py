@@ -85,9 +85,9 @@ def test_bad_input_one_line_status_2(capsys, argv, message) -> None:
 
 
 def test_unknown_architecture(capsys, tmp_path) -> None:
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "t5"}))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "xlnet"}))
     rc, _, err = _run(capsys, "inspect", str(tmp_path))
-    assert rc == 2 and err.count("\n") == 1 and "got 't5'" in err
+    assert rc == 2 and err.count("\n") == 1 and "got 'xlnet'" in err
 
 
 @pytest.fixture(scope="module")
