@@ -89,3 +89,5 @@ CLAIMS = [
         verdict=vacuous,
     ),
 ]
+
+NOT_TESTABLE = {"a remark on the mean": "the statement gives nothing to compare with"}

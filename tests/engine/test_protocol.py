@@ -100,8 +100,33 @@ def test_a_claim_nothing_can_flip_is_labelled_cannot_fail(pc):
     inc = dataclasses.replace(c, verdict=lambda rows: Verdict.outside("n ≪ d does not hold", {}))
     q = resolving_power(inc, rows)
     assert q.label == "n/a" and q.reason == "n ≪ d does not hold" and not q.cannot_fail
+    # a verdict that fails whatever the data cannot hold; a holding positive control shows it could
+    always_fails = dataclasses.replace(c, verdict=lambda rows: Verdict("fails", {}, "-"))
+    assert resolving_power(always_fails, rows).label == "cannot hold"
+    from attnlab.engine.protocol import Control
+
+    mean = pc.CLAIMS[0]
+    rows_m = [Row(p.point_id, p.params, "ok", mean.run(p).metrics) for p in mean.points("quick")]
+    failing = dataclasses.replace(
+        mean, predictions={}, controls={"exact": mean.controls["exact"]}, verdict=_shifted(mean.verdict)
+    )
+    r = resolving_power(failing, rows_m)
+    assert r.base == "fails" and not r.cannot_fail and r.label == "controls 1/1", r
+    assert isinstance(mean.controls["exact"], Control)
     ident = dataclasses.replace(c, kind="identity")
     assert resolving_power(ident, rows).label.startswith("identity")
+
+
+def _shifted(verdict):
+    """The test claim's verdict with the test rows (mean 1.0) judged against 1.2, so that they fail,
+    and the control rows against 1.0, where the noiseless positive control holds."""
+
+    def v(rows, pred=None):
+        from attnlab.engine.protocol import Predict
+
+        return verdict(rows, Predict({"target": 1.2}) if not any(r.control for r in rows) else Predict())
+
+    return v
 
 
 def test_outside_regime_must_be_inconclusive_and_templates_render():

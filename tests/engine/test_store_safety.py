@@ -104,6 +104,7 @@ def test_report_is_built_from_the_store_alone(tmp_path, monkeypatch):
     html = rep.html.read_text()
     assert "cannot fail" in html and "test.mean [mu=1.2]" in html and "Verdict board" in html
     assert "shifted" in html and "a mean of 1.5 is 50% off the prediction" in html
+    assert "Not testable from the statements" in html and "a remark on the mean" in html
 
 
 def test_power_command_reads_the_store(tmp_path, monkeypatch):

@@ -9,8 +9,10 @@ Two kinds of evidence, as a claim declares them:
 * **controls** — planted variants of the setting (one named knob changed) on which the claim's own
   verdict must come out "fails" (negative control) or "holds" (positive control).
 
-A theorem claim that no perturbation up to 50% flips and that has no negative control coming out
-"fails" *cannot fail*: its verdict carries no evidence, and the table and report say so. An identity
+A theorem claim that holds, that no perturbation up to 50% flips and that has no negative control
+coming out "fails" *cannot fail*: its verdict carries no evidence, and the table and report say so.
+Symmetrically, a failing verdict with no flip and no positive control coming out "holds" *cannot
+hold* (``cannot_fail`` is set for both: the verdict could not have come out the other way). An identity
 holds by construction (it checks the code, not a paper). An inconclusive verdict has no power to
 measure ("n/a" with its reason).
 """
@@ -129,10 +131,15 @@ def resolving_power(claim: Claim, rows: Sequence[Row], verdict: Verdict | None =
             parts.append(f"+{_pct(e_up)}/−{_pct(e_down)}")
     if ctrl_label:
         parts.append(ctrl_label)
-    neg_fails = any(v["kind"] == "negative" and v["got"] == "fails" for v in controls.values())
-    cannot = claim.kind == "theorem" and e_up is None and e_down is None and not neg_fails
+    # the verdict could have come out the other way if a perturbation flips it, or if a control
+    # of the opposite outcome comes out as designed (a failing negative control for "holds", a
+    # holding positive one for "fails")
+    other = "fails" if base == "holds" else "holds"
+    opposite_ok = any(v["expect"] == other and v["got"] == other for v in controls.values())
+    cannot = claim.kind == "theorem" and e_up is None and e_down is None and not opposite_ok
     if cannot:
-        label = "cannot fail" + (f" ({' · '.join(parts)})" if parts else "")
+        word = "cannot fail" if base == "holds" else "cannot hold"
+        label = word + (f" ({' · '.join(parts)})" if parts else "")
     elif parts:
         label = " · ".join(parts)
     else:

@@ -196,6 +196,7 @@ def run_claims(
                 summary.failed += rec.status == "failed"
                 if progress:
                     progress("point", rec)
+            store.merge_not_testable(_not_testable(claims))
             for claim, run_id, ids, mine in runs:
                 store.end_run(run_id)
                 if progress:
@@ -205,6 +206,22 @@ def run_claims(
             summary.wall_s = time.time() - t0
             store.close()
     return summary
+
+
+def _not_testable(claims: Sequence[Claim]) -> dict[str, dict[str, str]]:
+    """Statements an area lists as not testable from the papers' text (``NOT_TESTABLE`` of its package)."""
+    import importlib
+
+    out: dict[str, dict[str, str]] = {}
+    for pkg in sorted({c.module.rsplit(".", 1)[0] for c in claims}):
+        try:
+            mod = importlib.import_module(pkg)
+        except ImportError:
+            continue
+        items = getattr(mod, "NOT_TESTABLE", None)
+        if isinstance(items, Mapping) and items:
+            out[pkg.rsplit(".", 1)[-1]] = {str(k): str(v) for k, v in items.items()}
+    return out
 
 
 def claim_meta(claim: Claim) -> dict[str, Any]:

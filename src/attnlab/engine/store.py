@@ -479,6 +479,23 @@ class Store:
             )
         return out
 
+    def merge_not_testable(self, items: Mapping[str, Mapping[str, str]]) -> None:
+        """Record, per area, the statements it lists as not testable (merged into what is stored)."""
+        if not items:
+            return
+        current = self.not_testable()
+        current.update({k: dict(v) for k, v in items.items()})
+        self._con.execute(
+            "INSERT OR REPLACE INTO meta VALUES ('not_testable', ?)", (json.dumps(current, sort_keys=True),)
+        )
+
+    def not_testable(self) -> dict[str, dict[str, str]]:
+        """Per area: statement -> why it cannot be tested from the papers' text."""
+        if "meta" not in self._tables:
+            return {}
+        row = self._con.execute("SELECT value FROM meta WHERE key = 'not_testable'").fetchone()
+        return json.loads(row[0]) if row else {}
+
     def run(self, run_id: int) -> RunRecord | None:
         """One stored run."""
         r = self._con.execute(

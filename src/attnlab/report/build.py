@@ -110,6 +110,7 @@ def build_report(
     store = _open(out)
     try:
         stored = store.latest_verdicts()
+        not_testable = store.not_testable()
         outcomes = [outcome_from_stored(v) for v in stored if not v.variant]
         variants = [outcome_from_stored(v) for v in stored if v.variant]
         fig_dir = dest / "figures"
@@ -130,9 +131,11 @@ def build_report(
         store.close()
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rep.html.write_text(
-        render_html(outcomes, variants, per_claim, rep.figure_errors, stamp, rep.failed_points), encoding="utf-8"
+        render_html(outcomes, variants, per_claim, rep.figure_errors, stamp, rep.failed_points, not_testable),
+        encoding="utf-8",
     )
     rep.markdown.write_text(
-        render_markdown(outcomes, variants, per_claim, rep.figure_errors, stamp, dest), encoding="utf-8"
+        render_markdown(outcomes, variants, per_claim, rep.figure_errors, stamp, dest, not_testable),
+        encoding="utf-8",
     )
     return rep

@@ -185,7 +185,7 @@ def _power_html(o) -> list[str]:
     return parts
 
 
-def render_html(outcomes, variants, per_claim, errors, stamp, failed_points=None) -> str:
+def render_html(outcomes, variants, per_claim, errors, stamp, failed_points=None, not_testable=None) -> str:
     counts = {v: sum(o.verdict.status == v for o in outcomes) for v in ("holds", "fails", "inconclusive")}
     cannot = sum(o.power.cannot_fail for o in outcomes)
     parts = [
@@ -234,6 +234,16 @@ def render_html(outcomes, variants, per_claim, errors, stamp, failed_points=None
         if cid not in {o.id for o in outcomes}:
             for v in vs:
                 parts += _section_html(v, [], None, [])
+    if not_testable:
+        parts.append(
+            "<h2>Not testable from the statements</h2><table><colgroup><col style='width:12%'>"
+            "<col style='width:28%'><col style='width:60%'></colgroup>"
+            "<tr><th>area</th><th>statement</th><th>why</th></tr>"
+        )
+        for area, items in not_testable.items():
+            for what, why in items.items():
+                parts.append(f"<tr><td>{_e(area)}</td><td>{_e(what)}</td><td>{_e(why)}</td></tr>")
+        parts.append("</table>")
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -289,7 +299,7 @@ def _md(s: Any) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(outcomes, variants, per_claim, errors, stamp, out: Path) -> str:
+def render_markdown(outcomes, variants, per_claim, errors, stamp, out: Path, not_testable=None) -> str:
     lines = [
         "# attnlab — claims report",
         "",
@@ -326,4 +336,9 @@ def render_markdown(outcomes, variants, per_claim, errors, stamp, out: Path) -> 
             lines += [f"![{f.name}]({f.png.relative_to(out).as_posix()})", ""]
         if o.id in errors:
             lines += [f"> {errors[o.id]}", ""]
+    if not_testable:
+        lines += ["## Not testable from the statements", "", "| area | statement | why |", "|---|---|---|"]
+        for area, items in not_testable.items():
+            lines += [f"| {area} | {_md(what)} | {_md(why)} |" for what, why in items.items()]
+        lines.append("")
     return "\n".join(lines) + "\n"
