@@ -29,7 +29,9 @@ def test_budget_claim_on_cpu_equals_the_science_run_directly():
     p = _first(BUDGET_LAW, "cpu", {"reps": 3, "queries": 20, "n": 100})
     res = BUDGET_LAW.run(p)
     task = RegressionTask(d=p["d"], target=p["target"], noise=p["noise"])
-    sw = budget_sweep(task, p["D"], p["n"], p["reps"], p["queries"], c=p["c"], seed=p.seed % 2**31)
+    sw = budget_sweep(
+        task, p["D"], p["n"], p["reps"], p["queries"], c=p["c"], seed=p.seed % 2**31, max_d_k=p["d"] - 1
+    )
     assert res.metrics["device"] == "cpu"
     assert res.metrics["mse_best"] == float(sw.mse.min())  # bit for bit: same draws, same device
     np.testing.assert_array_equal(res.arrays["mse"], sw.mse)
