@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from attnlab.highdim.crossings import finite_size_limit, level_crossing
+from attnlab.highdim.crossings import finite_size_limit, level_crossing, threshold_limit
 
 
 def test_crossing_of_an_exponential_is_exact():
@@ -40,3 +40,17 @@ def test_finite_size_limit_recovers_the_intercept():
     assert lim == pytest.approx(0.18) and math.isnan(slope)
     with pytest.raises(ValueError, match="crossings"):
         finite_size_limit([30, 60], [0.1])
+
+
+def test_threshold_limit_extrapolates_only_a_resolved_trend():
+    # a clear 1/d trend (seed spread 1e-4, difference 0.02): extrapolated to the intercept
+    per_d = {30: [0.1835 - 1e-4, 0.1835 + 1e-4], 60: [0.1685 - 1e-4, 0.1685 + 1e-4]}
+    lim, how = threshold_limit(per_d)
+    assert how == "extrapolated" and lim == pytest.approx(0.1535, rel=1e-9)
+    # the same means with a seed spread larger than the difference: pooled mean, no amplification
+    lim, how = threshold_limit({30: [0.16, 0.2071], 60: [0.15, 0.187]})
+    assert how == "pooled" and lim == pytest.approx((0.18355 + 0.1685) / 2)
+    # one seed at an end: the trend cannot be resolved
+    assert threshold_limit({30: [0.18, 0.19], 50: [0.17]})[1] == "pooled"
+    with pytest.raises(ValueError, match="per_d"):
+        threshold_limit({30: []})

@@ -19,7 +19,7 @@ import numpy as np
 
 from attnlab.core.stats import linear_slope
 
-__all__ = ["finite_size_limit", "level_crossing"]
+__all__ = ["finite_size_limit", "level_crossing", "threshold_limit"]
 
 
 def level_crossing(
@@ -66,3 +66,21 @@ def finite_size_limit(ds: Sequence[float], crossings: Sequence[float]) -> tuple[
         return float(np.mean(c)), math.nan
     slope = linear_slope(1 / d, c)
     return float(np.mean(c) - slope * np.mean(1 / d)), float(slope)
+
+
+def threshold_limit(per_d: dict[int, Sequence[float]], z: float = 2.0) -> tuple[float, str]:
+    """The large-d threshold from crossings measured per d (seed replicates per d): the 1/d extrapolation
+    of :func:`finite_size_limit` when the trend between the smallest and the largest d exceeds ``z``
+    standard errors of the difference of their seed means, else the mean over every d (no resolved trend:
+    extrapolating would only amplify the seed noise). Returns ``(limit, "extrapolated" | "pooled")``; with
+    one seed at either end the trend cannot be resolved and the pooled mean is returned."""
+    ds = sorted(per_d)
+    if not ds or any(len(per_d[d]) == 0 for d in ds):
+        raise ValueError("per_d: expected at least one crossing for each d")
+    means = [float(np.mean(per_d[d])) for d in ds]
+    lo, hi = per_d[ds[0]], per_d[ds[-1]]
+    if len(ds) >= 2 and len(lo) >= 2 and len(hi) >= 2:
+        se = math.sqrt(np.var(lo, ddof=1) / len(lo) + np.var(hi, ddof=1) / len(hi))
+        if abs(means[-1] - means[0]) > z * se:
+            return finite_size_limit(ds, means)[0], "extrapolated"
+    return float(np.mean(means)), "pooled"

@@ -16,8 +16,8 @@ def _rows(sim_factor=1.01, control="", params=None):
     extra = {"control": control} if control else {}
     th = {"se_test_error": 0.17, "se_train_loss": 0.012, "se_converged": True}
     rows = [Row("x", {"side": "theory", "alpha": 0.5, "lam": 0.01, "rep": 0} | params | extra, "ok", th)]
-    for rep in range(2):
-        j = 1 + 0.002 * (rep - 0.5)
+    for rep in range(3):
+        j = 1 + 0.002 * (rep - 1)
         m = {"sim_test_error": 0.17 * sim_factor * j, "sim_train_loss": 0.012 * j}
         rows.append(
             Row(
@@ -43,11 +43,11 @@ def test_settings_reach_both_sides():
         }
         assert all(p.p.d == 100 for p in pts if p.p.side == "simulation")
     pts = tokens.CLAIM.points("quick")
-    # ᾱ = α (T² + T − 2)/2 = 0.6 at T = 3 and 5, both sides, two seeds of Adam per T
+    # ᾱ = α (T² + T − 2)/2 = 0.6 at T = 3 and 5, both sides, three seeds of Adam per T
     for t in (3, 5):
         sel = [p.p for p in pts if p.p.tokens == t]
         assert {round(p.alpha * (t * t + t - 2) / 2, 12) for p in sel} == {0.6}
-        assert sum(p.side == "simulation" for p in sel) == 2 and sum(p.side == "theory" for p in sel) == 1
+        assert sum(p.side == "simulation" for p in sel) == 3 and sum(p.side == "theory" for p in sel) == 1
     assert {(p.p.beta, p.p.beta0) for p in temperature.CLAIM.points("full")} == {(0.5, 0.5), (2.0, 2.0)}
 
 

@@ -40,7 +40,7 @@ CLAIM = Claim(
         "quick": Grid(
             {},
             {"side": "simulation", "alpha": 0.3016, "lam": 0.01, "d": 100, "max_steps": 1500},
-            seeds=2,
+            seeds=3,
             extra=[Grid({}, {"side": "theory", "alpha": 0.3016, "lam": 0.01, "rep": 0})],
         ),
         "full": Grid(

@@ -42,7 +42,7 @@ CLAIM = Claim(
         "quick": Grid(
             {},
             {"side": "simulation", "alpha": 0.5, "lam": 0.01, "kappa": 0.75, "d": 100, "max_steps": 1500},
-            seeds=2,
+            seeds=3,
             extra=[Grid({}, {"side": "theory", "alpha": 0.5, "lam": 0.01, "kappa": 0.75, "rep": 0})],
         ),
         "full": Grid(
