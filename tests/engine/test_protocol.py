@@ -44,6 +44,21 @@ def test_set_is_checked_against_params(pc):
     assert sorted({p.p.n for p in pts}) == [10, 20] and len(pts) == 4
 
 
+def test_list_valued_parameter_takes_one_list_or_an_axis_of_lists(pc):
+    @dataclasses.dataclass(frozen=True)
+    class P:
+        sizes: tuple[int, ...] = (1, 2)  # a parameter whose one value is a list
+
+    c = Claim("t.lv", "theorem", "A", "s", 1, {"quick": Grid(), "full": Grid()}, lambda p: None,
+              lambda rows: Verdict("holds", {}, "-"), params=P)  # fmt: skip
+    assert [p.params["sizes"] for p in c.points("quick")] == [[1, 2]]
+    assert [p.params["sizes"] for p in c.points("quick", overrides={"sizes": [3, 4, 5]})] == [[3, 4, 5]]
+    two = c.points("quick", overrides={"sizes": [[3], [4, 5]]})
+    assert [p.params["sizes"] for p in two] == [[3], [4, 5]]
+    with pytest.raises(ValueError, match=r"--set sizes: expected a list of int, got \['x'\]"):
+        c.points("quick", overrides={"sizes": ["x"]})
+
+
 def test_grid_values_are_checked_when_the_claim_is_defined(pc):
     with pytest.raises(ValueError, match=r"grid 'quick' n: expected int, got 'x'"):
         dataclasses.replace(pc.CLAIMS[0], grids={"quick": Grid({"n": ["x"]}), "full": Grid()})

@@ -43,12 +43,19 @@ class WorkItem:
 
 
 def _claim(module: str, claim_id: str):
+    """The claim ``claim_id``: from the module of its run function, else from the registry (a claim
+    may reuse another module's ``run``)."""
     mod = importlib.import_module(module)
     claims = getattr(mod, "CLAIMS", None) or ([mod.CLAIM] if hasattr(mod, "CLAIM") else [])
     for c in claims:
         if c.id == claim_id:
             return c
-    raise LookupError(f"claim {claim_id!r} not found in module {module!r}")
+    from attnlab.claims import all_claims
+
+    for c in all_claims():
+        if c.id == claim_id:
+            return c
+    raise LookupError(f"claim {claim_id!r} not found in module {module!r} nor in the registry")
 
 
 def _utc(t: float) -> str:

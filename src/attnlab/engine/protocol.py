@@ -121,14 +121,18 @@ class Grid:
             out |= g.names()
         return out
 
-    def expand(self, overrides: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    def expand(
+        self, overrides: Mapping[str, Any] | None = None, list_valued: Sequence[str] = ()
+    ) -> list[dict[str, Any]]:
         """The list of parameter dicts, in a stable order, after applying ``overrides``.
 
         An override replaces an axis or a fixed value, or adds a fixed value; a list value becomes
         an axis, except for a parameter whose one value is itself a list (``list_valued``), which the
-        list replaces. ``rep`` may be overridden to an int (number of seed replicates).
+        list replaces. ``list_valued`` names further parameters whose value is one list (a typed
+        list field): a flat list given for them is one value, not an axis.
+        ``rep`` may be overridden to an int (number of seed replicates).
         """
-        return self._expand(dict(overrides or {}), frozenset())
+        return self._expand(dict(overrides or {}), frozenset(list_valued))
 
     def _expand(self, overrides: dict[str, Any], list_valued: frozenset[str]) -> list[dict[str, Any]]:
         seeds = self.seeds
@@ -532,6 +536,15 @@ class Claim:
                 out[k] = v
                 continue
             axis = _axis_values(v, hints.get(k, Any)) if k in hints else None
+            if (
+                axis is None
+                and k in hints
+                and isinstance(v, list)
+                and v
+                and all(isinstance(x, list) for x in v)
+            ):
+                if _axis_values([0], hints[k]) is None:  # a list-typed field: a list of lists is an axis
+                    axis = v
             if axis is not None:
                 out[k] = [check_params(self.params, {k: a})[k] for a in axis]
                 if not axis:
@@ -539,6 +552,20 @@ class Claim:
             else:
                 out[k] = check_params(self.params, {k: v})[k]
         return out
+
+    def _list_valued(self, overrides: Mapping[str, Any]) -> frozenset[str]:
+        """Typed list fields given one flat list (one value); a list of lists stays an axis."""
+        if self.params is None:
+            return frozenset()
+        hints = _hints(self.params)
+        out = set()
+        for k, v in overrides.items():
+            tp = hints.get(k)
+            if tp is None or not isinstance(v, list):
+                continue
+            if _axis_values(v, tp) is None and not (v and all(isinstance(x, list) for x in v)):
+                out.add(k)
+        return frozenset(out)
 
     def _full(self, explicit: Mapping[str, Any]) -> dict[str, Any]:
         if self.params is None:
@@ -565,10 +592,11 @@ class Claim:
             raise ValueError(f"profile: expected one of {', '.join(self.grids)}, got {profile!r}")
         grid = self.grids[profile]
         overrides = self.check_overrides(overrides)
-        explicit = [dict(p) for p in grid.expand(overrides)]
+        lv = self._list_valued(overrides)
+        explicit = [dict(p) for p in grid.expand(overrides, lv)]
         if controls:
             for name, c in self.controls.items():
-                for p in grid.expand(overrides | dict(c.set)):
+                for p in grid.expand(overrides | dict(c.set), lv | self._list_valued(c.set)):
                     explicit.append(p | {CONTROL_KEY: name})
         out, seen = [], set()
         for params in explicit:
