@@ -1,11 +1,11 @@
 """``highdim.seq2seq``: one theory serves both tasks (docs/highdim.md C2): since ``XXᵀ/d → I_T`` at fixed
-T, the seq2seq loss (divided by d) converges to the seq2lab one, so Adam trained on seq2seq data matches the
-same state evolution.
+T, the seq2seq loss (divided by d) converges to the seq2lab one, so Adam trained on seq2seq data matches
+the same state evolution.
 
 Runs :mod:`~attnlab.claims.highdim.theory_vs_adam`'s two sides with Adam on the seq2seq task, and decides
-with its rule (relative gap of the seed mean within max(its standard error, 3%); the state-evolution test
-error and training loss are the predictions). Its control ``seq2lab`` runs the same points on seq2lab, the
-task the theory was written for: it must hold.
+with its rule (relative gap of the seed mean within 3% + 2 standard errors of the mean; the state-evolution
+test error and training loss are the predictions). Its control ``seq2lab`` runs the same points on seq2lab,
+the task the theory was written for: it must hold.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ CLAIM = Claim(
     kind="theorem",
     paper=tva.PAPER,
     statement="Adam trained on the seq2seq task matches the same state evolution as seq2lab (test error and "
-    "training loss within the larger of the seed mean's standard error and 3% at d = 100).",
+    "training loss within 3% + 2 standard errors of the seed mean at d = 100).",
     version=1,
     params=Params,
     grids={

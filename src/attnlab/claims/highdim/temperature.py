@@ -1,10 +1,10 @@
 """``highdim.temperature``: the theory holds at inverse temperatures β = β0 ≠ 1 (docs/highdim.md C1–C3):
-Adam's student ``rowsoftmax(β Z(S))`` trained on a target at ``β0`` matches the state evolution at the same
-(β, β0).
+Adam's student ``rowsoftmax(β Z(S))`` trained on a target at ``β0`` matches the state evolution at the
+same (β, β0).
 
 Runs :mod:`~attnlab.claims.highdim.theory_vs_adam`'s two sides at β = β0 = 2 (quick) and 0.5, 2 (full), and
-decides with its rule (relative gap of the seed mean within max(its standard error, 3%); the state-evolution
-test error and training loss are predictions).
+decides with its rule (relative gap of the seed mean within 3% + 2 standard errors of the mean; the
+state-evolution test error and training loss are predictions).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ CLAIM = Claim(
     kind="theorem",
     paper=tva.PAPER,
     statement="At β = β0 ≠ 1 Adam's test error and training loss match the state evolution at the same "
-    "temperatures (within the larger of the seed mean's standard error and 3% at d = 100).",
+    "temperatures (within 3% + 2 standard errors of the seed mean at d = 100).",
     version=1,
     params=Params,
     grids={"quick": _grid([2.0], [0.3016], 3, 1500), "full": _grid([0.5, 2.0], [0.3016, 1.0], 5, 3000)},

@@ -6,9 +6,10 @@ depend on d or on the seed) and Adam at dimension d with seed replicates per (α
 same problem from ``Params`` (κ0, Δ, T, λ̃), so ``--set kappa0=0.3`` moves the two together.
 
 Verdict rule: per (α, λ̃) and for the test error and the training loss, the relative gap of the Adam seed
-mean to the state evolution (the predictions ``se_test_error``, ``se_train_loss``), over a tolerance
-``max(standard error of the seed mean, 3%)``; "holds" when the worst ratio is at most 1, "fails" otherwise;
-"inconclusive" outside the regime (d < 100, fewer than three seeds, unconverged state evolution).
+mean to the state evolution (the predictions ``se_test_error``, ``se_train_loss``), over a tolerance ``3% +
+2 × standard error of the seed mean`` (a finite-d bias allowance plus the seeds' noise); "holds" when the
+worst ratio is at most 1, "fails" otherwise; "inconclusive" outside the regime (d < 100, fewer than three
+seeds, unconverged state evolution).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict
 
 __all__ = ["CLAIM", "CLAIMS", "Params", "run", "verdict"]
 
-FLOOR = 0.03  # relative gap always accepted: the finite-d gap of d = 100 (published Monte-Carlo noise ~1.5%)
+FLOOR = 0.03  # relative gap always accepted: the finite-d bias at d = 100 (published Monte-Carlo noise ~1.5%)
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,9 @@ def sides(rows: Sequence[Row]) -> tuple[dict, dict]:
     return theory, sim
 
 
-TOLERANCE = "relative gap of the seed mean <= max(its standard error, 3%), test error and training loss"
+TOLERANCE = (
+    "relative gap of the seed mean <= 3% + 2 standard errors of that mean, test error and training loss"
+)
 
 
 def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
@@ -121,7 +124,9 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
             sem = vals.std(ddof=1) / np.sqrt(vals.size) / abs(th) if vals.size > 1 else 0.0
             nums[f"rel_gap_{key}_a{a}_l{lam}"] = gap
             nums[f"rel_sem_{key}_a{a}_l{lam}"] = sem
-            worst = max(worst, gap / max(sem, FLOOR))
+            # a finite-d bias allowance plus the seed noise of the mean (a control designed to hold, seq2lab
+            # in highdim.seq2seq, failed under max(sem, 3%): gaps of 4% occur between 3-seed means at d = 100)
+            worst = max(worst, gap / (FLOOR + 2 * sem))
     nums.update(worst_gap_over_tol=worst, d=d, seeds=seeds, points=len(pairs))
     nums["alphas"] = sorted({a for a, _ in pairs})
     nums["lams"] = sorted({lam for _, lam in pairs})

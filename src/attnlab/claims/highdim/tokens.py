@@ -4,7 +4,7 @@ state evolution at the same ᾱ.
 
 Runs :mod:`~attnlab.claims.highdim.theory_vs_adam`'s two sides at T = 3 and 5 with α chosen so that
 ᾱ = 0.6 (α = 0.12 at T = 3, 0.6/14 at T = 5), and decides with its rule (relative gap of the seed mean
-within max(its standard error, 3%); the state-evolution test error and training loss are predictions).
+within 3% + 2 standard errors of the mean; the state-evolution test error and training loss are predictions).
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ CLAIM = Claim(
     kind="theorem",
     paper=tva.PAPER,
     statement="At T = 3 and 5 tokens Adam's test error and training loss match the state evolution at the "
-    "same rescaled sample size ᾱ = α(T² + T − 2)/2 (within the larger of the seed mean's standard error and "
-    "3% at d = 100).",
+    "same rescaled sample size ᾱ = α(T² + T − 2)/2 (within 3% + 2 standard errors of the seed mean "
+    " at d = 100).",
     version=1,
     params=Params,
     grids={"quick": _grid(3, [0.01], 1500), "full": _grid(5, [0.01, 0.1], 3000)},

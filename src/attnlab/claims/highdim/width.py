@@ -4,9 +4,9 @@ hold the solution.
 
 Runs :mod:`~attnlab.claims.highdim.theory_vs_adam`'s two sides with Adam at κ = 0.75 (the state evolution
 does not depend on κ) at α = 0.5, λ̃ = 0.01, where r ≈ 0.64 (reported by the theory side), and decides with
-its rule (relative gap of the seed mean within max(its standard error, 3%); the state-evolution test error
-and training loss are predictions). Negative control ``narrow``: κ = 0.3, below r, where the student's rank
-is capped under the solution's and the verdict must come out "fails".
+its rule (relative gap of the seed mean within 3% + 2 standard errors of the mean; the state-evolution test
+error and training loss are predictions). Negative control ``narrow``: κ = 0.3, below r, where the student's
+rank is capped under the solution's and the verdict must come out "fails".
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ CLAIM = Claim(
     kind="theorem",
     paper=tva.PAPER,
     statement="A student of width κ = 0.75, above the solution's rank fraction, reaches the κ-independent "
-    "state-evolution test error and training loss (within the larger of the seed mean's standard error and "
-    "3% at d = 100); a student narrower than the rank fraction does not.",
+    "state-evolution test error and training loss (within 3% + 2 standard errors of the seed mean "
+    " at d = 100); a student narrower than the rank fraction does not.",
     version=1,
     params=Params,
     grids={
