@@ -188,6 +188,7 @@ def _finish(
 
 
 _MAX_STEP = 1.0  # largest move of one coordinate of y in one step
+_ANDERSON_FROM = 0.1  # extrapolate only once every residual in y is below this (the map is near-linear)
 
 
 def _to_y(q0: float, x: np.ndarray) -> np.ndarray:
@@ -220,7 +221,10 @@ def solve_anderson(
     orders of magnitude as ``λ̃ → 0`` (Σ grows like 1/λ̃ past the interpolation threshold), move additively.
     With residuals ``r_k = Y(F(x_k)) − y_k`` and the differences ``ΔY, ΔR`` of the last ``memory``
     iterates, ``γ`` minimises ``‖r_k − ΔR γ‖`` and ``y_{k+1} = y_k + β r_k − (ΔY + β ΔR) γ``, ``β = 1 − d``
-    (the first step is the damped step). Safeguards: when the map cannot be evaluated (hats outside the
+    (the first step is the damped step). Far from the fixed point (a residual above 0.1 in some coordinate
+    of ``y``, a change of q or Σ by more than 10%) the map is far from linear and the extrapolation can run
+    off along directions where ``F`` grows with ``x``; there the step is the plain damped one. Safeguards:
+    when the map cannot be evaluated (hats outside the
     domain of the prior equations) the step from the last good iterate is halved and the history cleared;
     the history is also cleared when the residual grows to twice the smallest since the last clearing, and
     no coordinate of ``y`` moves by more than 1 in one step (a factor e on ``q`` or ``Σ``).
@@ -288,7 +292,7 @@ def solve_anderson(
         if len(Y) > memory + 1:
             Y.pop(0), R.pop(0)
         step = beta * r
-        if len(Y) >= 2:
+        if len(Y) >= 2 and float(np.max(np.abs(r))) < _ANDERSON_FROM:
             dY = np.diff(np.array(Y), axis=0).T  # (3, k)
             dR = np.diff(np.array(R), axis=0).T  # (3, k)
             gamma, *_ = np.linalg.lstsq(dR, r, rcond=None)

@@ -1,0 +1,41 @@
+"""`attnlab highdim sweep`: state evolution along α with continuation; JSON contract and bad input."""
+
+import json
+
+import pytest
+
+from attnlab.cli.main import main
+from attnlab.highdim import Setting, state_evolution
+
+
+def test_sweep_json_matches_independent_solves(capsys):
+    # continuation changes the start, not the fixed point: each point equals a solve from the default
+    # start to the solver's accuracy (tol 1e-6 at both ends: 1e-5 leaves a factor 5 for the two errors)
+    rc = main(["highdim", "sweep", "--alphas", "0.5,0.6", "--nodes", "256", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    pts = out["points"]
+    assert [p["alpha"] for p in pts] == [0.5, 0.6] and out["lam_tilde"] == 0.01
+    assert all(p["converged"] for p in pts)
+    assert pts[1]["test_error"] < pts[0]["test_error"]  # more data, lower error (THEORY.md C3)
+    for p in pts:
+        fp = state_evolution(Setting(), p["alpha"], nodes=256)
+        assert p["test_error"] == pytest.approx(fp.test_error, rel=1e-5)
+        assert p["q"] == pytest.approx(fp.q, rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("args", "argument"),
+    [
+        (["--alphas", "0.5,abc"], "--alphas"),
+        (["--alphas", "0.5,-1"], "--alphas"),
+        (["--alphas", "0.5", "--tol", "0"], "--tol"),
+        (["--alphas", "0.5", "--nodes", "3"], "--nodes"),
+        (["--alphas", "0.5", "--lam", "-1"], "--lam"),
+    ],
+)
+def test_sweep_bad_input(capsys, args, argument):
+    rc = main(["highdim", "sweep", *args])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert "\n" not in err and err.startswith(f"error: {argument}: expected") and "Traceback" not in err
