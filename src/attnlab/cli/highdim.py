@@ -150,6 +150,52 @@ def se(
 
 
 @app.command()
+def sweep(
+    alphas: str = typer.Option(..., "--alphas", help="Comma-separated α = n/d², solved in this order."),
+    kappa0: float = K0,
+    noise: float = NOISE,
+    tokens: int = TOK,
+    lam: float = LAM,
+    beta: float = BETA,
+    beta0: float = BETA0,
+    nodes: int = typer.Option(4096, "--nodes", help="Quasi-random nodes of the output expectation."),
+    tol: float = typer.Option(1e-6, "--tol", help="Relative accuracy of each fixed point."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """State evolution along α with continuation: each point starts from its neighbour's fixed point."""
+    from attnlab.core.validation import check_real
+    from attnlab.highdim import Setting
+    from attnlab.highdim import sweep as se_sweep
+
+    _check_setting(kappa0, noise, tokens, lam, beta, beta0)
+    _check_nodes(nodes, tokens)
+    check_real("--tol", tol, min=0.0, min_open=True, max=0.1)
+    try:
+        grid = [float(a) for a in alphas.split(",")]
+    except ValueError:
+        raise UsageError("--alphas", "comma-separated numbers", alphas) from None
+    for a in grid:
+        check_real("--alphas", a, min=0.0, min_open=True)
+    if not 1 <= len(grid) <= 1000:
+        raise UsageError("--alphas", "between 1 and 1000 values", len(grid))
+    s = Setting(kappa0=kappa0, noise=noise, tokens=tokens, lam=lam, beta=beta, beta0=beta0)
+    with TaskProgress(f"solving the state evolution at {len(grid)} α"):
+        fps = se_sweep(s, grid, nodes=nodes, tol=tol)
+    keys = ("alpha", "test_error", "train_loss", "q", "m", "sigma", "rank_fraction")
+    keys += ("iterations", "converged")
+    rows = [{k: getattr(fp, k) for k in keys} for fp in fps]
+    if json_out:
+        emit_json({"lam_tilde": lam, "points": rows})
+        return
+    t = Table(title=f"state evolution, λ̃ = {lam:g}")
+    for k in keys:
+        t.add_column(k, justify="right")
+    for r in rows:
+        t.add_row(*(f"{v:.6g}" if isinstance(v, float) else str(v) for v in r.values()))
+    out_console.print(t)
+
+
+@app.command()
 def thresholds(
     kappa0: float = K0,
     noise: float = NOISE,
