@@ -137,3 +137,49 @@ def test_list_architectures(capsys) -> None:
     data = json.loads(out)
     assert rc == 0 and {"bert", "llama", "qwen3", "gemma2"} <= set(data["supported"])
     assert "deberta-v2" in data["refused"] and data["refused"]["deberta-v2"]
+
+
+def _no_load(monkeypatch) -> None:
+    """Loading a model now would mean the output paths were not checked first."""
+    import attnlab.models
+
+    def fail(*a, **k):
+        raise AssertionError("the model was loaded before the output paths were checked")
+
+    monkeypatch.setattr(attnlab.models, "load", fail)
+
+
+def _a_file(path):
+    path.write_text("")
+    return path
+
+
+@pytest.mark.parametrize(
+    "option, make, message",
+    [
+        ("--csv", lambda t: t, "--csv: expected a file, not a folder"),
+        ("--csv", lambda t: t / "missing" / "x.csv", "--csv: expected a file in an existing folder"),
+        ("--csv", lambda t: "/proc/x.csv", "--csv: expected a writable file"),
+        ("--figures", lambda t: _a_file(t / "f.png"), "--figures: expected a folder"),
+        ("--figures", lambda t: "/proc/figs", "--figures: expected a writable folder"),
+    ],
+)
+def test_output_paths_checked_before_loading(capsys, monkeypatch, tmp_path, option, make, message) -> None:
+    _no_load(monkeypatch)
+    rc, out, err = _run(capsys, "inspect", "minilm", "--no-text", option, str(make(tmp_path)))
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and message in err
+    assert not (tmp_path / "missing").exists()
+
+
+def test_compare_csv_has_a_model_column(capsys, mqa_folder, tmp_path) -> None:
+    out_csv = tmp_path / "both.csv"
+    rc, out, _ = _run(
+        capsys, "inspect", "minilm", str(mqa_folder), "--no-text", "--json", "--csv", str(out_csv)
+    )
+    assert rc == 0 and json.loads(out)["csv"] == str(out_csv)
+    with out_csv.open() as fh:
+        rows = list(csv.DictReader(fh))
+    # 6 layers × 12 heads of MiniLM, then 2 layers × 4 heads of the tiny Llama, in one table
+    assert [r["model"] for r in rows] == ["all-MiniLM-L6-v2"] * 72 + [mqa_folder.name] * 8
+    assert rows[72]["layer"] == "0" and rows[-1]["head"] == "3" and rows[-1]["overlap_k"] == ""

@@ -100,9 +100,36 @@ def run_inspect(
     return diag
 
 
-def _write_csv(path: Path, rows: tuple[dict[str, Any], ...]) -> None:
-    if path.parent and not path.parent.exists():
+def _check_csv_path(path: Path) -> None:
+    """Fail before any model is loaded when ``--csv`` cannot be written (probe: create, then remove)."""
+    if path.is_dir():
+        raise UsageError("--csv", "a file, not a folder", str(path))
+    if not path.parent.is_dir():
         raise UsageError("--csv", "a file in an existing folder", str(path))
+    existed = path.exists()
+    try:
+        with path.open("a"):
+            pass
+    except OSError as exc:
+        raise UsageError("--csv", f"a writable file ({exc.strerror or exc})", str(path)) from None
+    if not existed:
+        path.unlink(missing_ok=True)
+
+
+def _check_figures_path(folder: Path) -> None:
+    """Fail before any model is loaded when ``--figures`` is not a folder that can be created and written."""
+    if folder.exists() and not folder.is_dir():
+        raise UsageError("--figures", "a folder", str(folder))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".attnlab-write-probe"
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError("--figures", f"a writable folder ({exc.strerror or exc})", str(folder)) from None
+
+
+def _write_csv(path: Path, rows: tuple[dict[str, Any], ...]) -> None:
     keys: list[str] = []
     for r in rows:
         keys.extend(k for k in r if k not in keys)
@@ -296,12 +323,17 @@ def inspect_command(
     paths = list(paths or ["minilm"])
     if dtype not in ("float32", "float64"):
         raise UsageError("--dtype", "float32 or float64", dtype)
+    if csv_path is not None:
+        _check_csv_path(csv_path)
+    if figures is not None:
+        _check_figures_path(figures)
     diags = _diagnose_all(paths, text, dtype, show_progress=not json_out)
     if csv_path is not None:
-        rows = (
-            tuple({"model": d.meta["model"], **r} for d in diags for r in d.heads)
+        # one table for all models; a model column whenever several are compared
+        rows: tuple[dict[str, Any], ...] = (
+            tuple([{"model": d.meta["model"], **r} for d in diags for r in d.heads])
             if len(diags) > 1
-            else diags[0].heads
+            else tuple(diags[0].heads)
         )
         _write_csv(csv_path, rows)
     if figures is not None:
