@@ -20,8 +20,8 @@ Forms of the overlap between heads ``h`` and ``h'`` (:func:`overlap_matrix`):
     not bounded by one, and not 0 for identical heads unless they are normalised.
 
 ``HDI = 1 − mean_{h<h'} overlap_hh'``. The null model of the form (random subspaces for the
-subspace form, i.i.d. Gaussian weights for the weight form) and the frame-bound ceiling come with
-every HDI (:func:`diversity`).
+subspace form, i.i.d. Gaussian weights for the weight form, the heads' own weights under independent
+random rotations for the raw form) and the frame-bound ceiling come with every HDI (:func:`diversity`).
 
 Bases and principal angles live in :mod:`attnlab.core.angles`, the null models (subspace and
 weight forms) in :mod:`attnlab.core.nulls`; both are re-exported here.
@@ -53,6 +53,7 @@ from attnlab.core.angles import (
     principal_angles,
 )
 from attnlab.core.nulls import _null_from_ranks, hdi_ceiling, null_hdi, null_principal_angles, weight_null_hdi
+from attnlab.core.raw_null import raw_null_hdi
 from attnlab.core.validation import check_choice, check_real, check_tensor
 
 __all__ = [
@@ -166,7 +167,9 @@ class Diversity:
     hdi_null : float
         Mean HDI of the form's null: independent uniformly random subspaces of the same ranks
         (subspace form), independent i.i.d. Gaussian weights of the same shape (weight form; nan
-        when ``k > d``); nan for the raw form, whose value depends on the weights' scale.
+        when ``k > d``); for the raw form, whose value depends on the weights' scale, each head's
+        weights kept and rotated by an independent Haar rotation of ``R^d``
+        (:func:`attnlab.core.raw_null.raw_null_hdi`, exact moments).
     hdi_null_sd : float
         Its standard deviation; 0 when the null is degenerate.
     z : float
@@ -289,8 +292,8 @@ def _diversity(
         hdi = min(1.0, max(0.0, hdi))  # bounded forms: clip rounding (~1e-15) back into [0, 1]
     ranks = tuple(int(r) for r in ranks_t.tolist())
     k = W.shape[2]
-    if form == "raw":
-        null_m, null_sd = math.nan, math.nan
+    if form == "raw":  # each head's weights kept, placed by independent Haar rotations (core.raw_null)
+        null_m, null_sd = raw_null_hdi(W) if d >= 2 else (math.nan, math.nan)
     elif form == "weight":  # i.i.d. Gaussian weights of the same shape (nulls.weight_null_hdi)
         null_m, null_sd = weight_null_hdi(d, k, H) if 2 <= d and k <= d else (math.nan, math.nan)
     else:
