@@ -31,8 +31,18 @@ __all__ = ["TrainConfig", "TrainResult", "train_erm", "evaluate", "predict", "si
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Adam settings. ``rtol``: stop when the relative change of the float64 loss stays below it for
-    ``patience`` consecutive steps (after ``min_steps``); ``max_steps`` caps the run."""
+    """Optimiser settings. ``rtol``: stop when the relative change of the float64 loss stays below it for
+    ``patience`` consecutive steps (after ``min_steps``); ``max_steps`` caps the run.
+
+    ``optimizer``: ``"adam"`` (full-batch Adam at ``lr``, the published protocol) or ``"lbfgs"``
+    (limited-memory BFGS with a strong-Wolfe line search, history ``history``; ``lr``, ``patience`` and
+    ``min_steps`` are not used; it stops when the loss changes by less than ``rtol`` times the initial loss
+    in one iteration; a step is one iteration, which may evaluate the loss more than once:
+    ``TrainResult.evaluations`` counts them; no progress callbacks).
+    ``dtype``: precision of the data, ``S`` and the logits (``"float32"`` halves the cost of the two large
+    matrix products per evaluation); the losses are summed in float64 and the parameters kept in float64
+    whatever ``dtype``.
+    """
 
     lr: float = 0.1  # published: 0.1
     rtol: float = 1e-7
@@ -40,6 +50,9 @@ class TrainConfig:
     min_steps: int = 100
     max_steps: int = 3000
     rank_tol: float = 1e-3  # eigenvalues of S above this count towards the rank
+    optimizer: str = "adam"
+    dtype: str = "float64"
+    history: int = 20  # L-BFGS memory
 
     def __post_init__(self) -> None:
         check_real("lr", self.lr, min=0.0, min_open=True)
@@ -48,6 +61,17 @@ class TrainConfig:
         check_int("min_steps", self.min_steps, min=0)
         check_int("max_steps", self.max_steps, min=1)
         check_real("rank_tol", self.rank_tol, min=0.0)
+        check_choice("optimizer", self.optimizer, ("adam", "lbfgs"))
+        check_choice("dtype", self.dtype, ("float64", "float32"))
+        check_int("history", self.history, min=1)
+
+    @classmethod
+    def fast(cls, **kw) -> TrainConfig:
+        """L-BFGS in float32 with float64 sums, stopping when the loss changes by less than 1e-9 of the
+        initial loss in one iteration: on the published setting it reaches a lower training loss than the
+        published Adam protocol in about a third of the loss evaluations (bench/bench_highdim.py)."""
+        base = dict(optimizer="lbfgs", dtype="float32", rtol=1e-9)
+        return cls(**(base | kw))
 
 
 @dataclass(frozen=True)
@@ -65,6 +89,8 @@ class TrainResult:
     converged: bool
     rank: int
     eigenvalues: np.ndarray = field(repr=False)
+    #: loss-and-gradient evaluations (= steps for Adam; L-BFGS line searches may take several per step)
+    evaluations: int = 0
 
     def to_dict(self) -> dict:
         return {
@@ -73,6 +99,7 @@ class TrainResult:
             "test_error": self.test_error,
             "test_error_clean": self.test_error_clean,
             "steps": self.steps,
+            "evaluations": self.evaluations,
             "converged": self.converged,
             "rank": self.rank,
         }
@@ -146,9 +173,10 @@ def train_erm(
     task = check_choice("task", train.task, TASKS)
     X = check_tensor("train.X", train.X, ndim=3)
     dev = X.device if device is None else torch.device(device)
-    X = X.to(dev, torch.float64)
+    wdt = torch.float32 if cfg.dtype == "float32" else torch.float64
+    X = X.to(dev, wdt)
     n, T, d = X.shape
-    y = train.y.to(dev, torch.float64)
+    y = train.y.to(dev, wdt)
     p = max(1, round(kappa * d))
     if factorised:
         wd = lam_from_lam_tilde(lam, kappa)
@@ -170,20 +198,52 @@ def train_erm(
         def penalty(P: torch.Tensor) -> torch.Tensor:
             return d * lam * (make_S(P) ** 2).sum()
 
-    eye = torch.eye(T, dtype=torch.float64, device=dev)
-    opt = torch.optim.Adam([param], lr=cfg.lr)
-    prev, calm, steps, converged = math.inf, 0, 0, False
-    loss_val = math.inf
-    for steps in range(1, cfg.max_steps + 1):
-        opt.zero_grad()
-        S = make_S(param)
+    eye = torch.eye(T, dtype=wdt, device=dev)
+
+    def data_loss_of(P: torch.Tensor) -> torch.Tensor:
+        S = make_S(P).to(wdt)
         Z = (X @ S @ X.transpose(-1, -2) - torch.trace(S) * eye) / math.sqrt(d)  # (n, T, T)
         A = torch.softmax(beta * Z, dim=-1)
         yh = A @ X if task == "seq2seq" else A
-        data_loss = _sq_err(y, yh, task).sum()
-        loss = data_loss + penalty(param)
+        return _sq_err(y, yh, task).sum(dtype=torch.float64)  # float64 sum of n terms
+
+    evals = 0
+
+    def closure() -> torch.Tensor:
+        nonlocal evals
+        evals += 1
+        opt.zero_grad()
+        loss = data_loss_of(param) + penalty(param)
         loss.backward()
-        loss_val = float(loss.detach())
+        return loss.detach()
+
+    prev, calm, steps, converged = math.inf, 0, 0, False
+    loss_val = math.inf
+    if cfg.optimizer == "lbfgs":
+        # one call runs all iterations (a call per iteration would evaluate the loss once more each time);
+        # the stopping rule is torch's: a change of the loss between iterations below the tolerance,
+        # here rtol times the initial loss (an upper bound of the final one, so at least as strict)
+        with torch.no_grad():
+            first = float(data_loss_of(param) + penalty(param))
+        opt = torch.optim.LBFGS(
+            [param],
+            lr=1.0,
+            max_iter=cfg.max_steps,
+            max_eval=cfg.max_steps * 5 // 4,
+            history_size=cfg.history,
+            tolerance_grad=0.0,
+            tolerance_change=cfg.rtol * abs(first),
+            line_search_fn="strong_wolfe",
+        )
+        opt.step(closure)
+        steps = int(opt.state[param]["n_iter"])
+        with torch.no_grad():
+            loss_val = float(data_loss_of(param) + penalty(param))
+        converged = math.isfinite(loss_val) and steps < cfg.max_steps
+    else:
+        opt = torch.optim.Adam([param], lr=cfg.lr)
+    for steps in range(1, cfg.max_steps + 1) if cfg.optimizer == "adam" else ():
+        loss_val = float(closure())
         if not math.isfinite(loss_val):
             break
         opt.step()
@@ -196,12 +256,10 @@ def train_erm(
             converged = True
             break
     with torch.no_grad():
-        S = make_S(param.detach())
-        Z = (X @ S @ X.transpose(-1, -2) - torch.trace(S) * eye) / math.sqrt(d)
-        A = torch.softmax(beta * Z, dim=-1)
-        yh = A @ X if task == "seq2seq" else A
-        dl = float(_sq_err(y, yh, task).sum()) / d**2
-        final = dl + float(penalty(param.detach())) / d**2
+        P = param.detach()
+        dl = float(data_loss_of(P)) / d**2
+        final = dl + float(penalty(P)) / d**2
+        S = make_S(P)
         ev = torch.linalg.eigvalsh(S).cpu().numpy()
         te, tc = evaluate(S, test, beta) if test is not None else (math.nan, math.nan)
     return TrainResult(
@@ -214,6 +272,7 @@ def train_erm(
         converged=converged,
         rank=int(np.sum(ev > cfg.rank_tol)),
         eigenvalues=ev,
+        evaluations=evals if cfg.optimizer == "lbfgs" else steps,
     )
 
 
