@@ -82,10 +82,15 @@ def run_inspect(
             heads = heads.to(dtype=torch.float32)
         traces, note = None, None
         if text:
+            from attnlab.models.gguf_file import is_gguf
             from attnlab.models.trace import has_tokenizer, trace_text
 
             folder, _ = models.resolve_source(source)
-            if not has_tokenizer(folder):
+            if is_gguf(source):
+                note = (
+                    "GGUF file: token-level diagnostics skipped (the tokenizer inside the file is not read)"
+                )
+            elif not has_tokenizer(folder):
                 note = "no tokenizer of the model's own in the folder: token-level diagnostics skipped"
             else:
                 try:
@@ -296,8 +301,8 @@ def _compare_figure(folder: Path, diags: list[Any]) -> list[str]:
 def inspect_command(
     paths: list[str] = typer.Argument(
         None,
-        help="Local Hugging Face checkpoint folders, or 'minilm' (the bundled all-MiniLM-L6-v2); "
-        "several compare the models.",
+        help="Local Hugging Face checkpoint folders or GGUF files, or 'minilm' (the bundled "
+        "all-MiniLM-L6-v2); several compare the models.",
     ),
     json_out: bool = JsonOpt,
     csv_path: Path | None = typer.Option(None, "--csv", help="Write the per-head table to this CSV file."),

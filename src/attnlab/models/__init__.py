@@ -3,7 +3,8 @@
 Families: BERT/MiniLM/RoBERTa (``bert``), ALBERT (``albert``, shared layers), GPT-2 (``gpt2``, fused
 Conv1D), and the ``q/k/v/o`` decoders of :mod:`attnlab.models.decoder` (Llama, Mistral, Mixtral,
 Qwen2/3, Gemma 1/2/3, Phi, Phi-3, OLMo 1/2, Granite, StarCoder2, StableLM, Cohere, GPT-J, GPT-Neo,
-OPT); grouped K/V are kept unexpanded. :data:`REFUSED` names the architectures that are not
+OPT); GGUF files (:mod:`attnlab.models.gguf_file`) through the same converters; grouped K/V are kept
+unexpanded. :data:`REFUSED` names the architectures that are not
 reproduced exactly, each with its reason. With ``stream=True`` layers are read from the checkpoint
 one at a time, in its dtype.
 
@@ -26,6 +27,7 @@ import torch
 from attnlab.core.heads import HeadWeights
 from attnlab.models import albert, bert, decoder, encoders, fused, gpt2
 from attnlab.models.checkpoint import bundled_model_path, offline, read_config, read_folder, resolve_folder
+from attnlab.models.gguf_file import is_gguf, read_gguf
 
 __all__ = [
     "FAMILIES",
@@ -145,6 +147,8 @@ def resolve_source(source: str | os.PathLike) -> tuple[Path, str]:
     """The checkpoint folder and a display name for ``"minilm"`` or a path."""
     if isinstance(source, str) and source.lower() in ("minilm", "all-minilm-l6-v2", BUNDLED_NAME.lower()):
         return bundled_model_path(), BUNDLED_NAME
+    if is_gguf(source):  # a single GGUF file: its folder holds no config.json
+        return Path(source).parent, Path(source).stem
     folder = resolve_folder(source)
     return folder, Path(source).name or str(source)
 
@@ -178,6 +182,9 @@ def load(
     HeadWeights
     """
     with offline():
+        if isinstance(source, (str, os.PathLike)) and is_gguf(source):
+            cfg, state = read_gguf(source)  # attention tensors only, dequantised when accessed
+            return from_state_dict(state, cfg, dtype=dtype, name=name or Path(source).stem, stream=stream)
         if isinstance(source, (str, os.PathLike)):
             folder, default_name = resolve_source(source)
             family_of(read_config(folder))  # an unknown architecture fails before any weight is read
