@@ -59,6 +59,10 @@ def test_text_csv_figures(capsys, tmp_path) -> None:
     data = json.loads(out)
     assert data["token_level"] is True
     assert all(0.0 <= r["entropy_ratio"] <= 1.0 for r in data["layers"])
+    for r in data["layers"]:  # the data-metric key HDI with its own null (values: tests/diagnose)
+        assert r["hdi_k_data_z"] == pytest.approx(
+            (r["hdi_k_data"] - r["hdi_k_data_null"]) / r["hdi_k_data_null_sd"]
+        )
     with out_csv.open() as fh:
         rows = list(csv.DictReader(fh))
     assert len(rows) == 72 and {"layer", "head", "overlap_k", "qk_rank90", "radial_form3"} <= set(rows[0])

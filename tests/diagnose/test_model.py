@@ -184,3 +184,61 @@ def test_bulk_edge_ratio_from_bartlett_factors_matches_gaussian_products() -> No
     direct = float(torch.quantile(sv[:, 0], 0.99) / sv.median(dim=-1).values.mean())
     # two Monte Carlo estimates of a 99th percentile (3000 draws each): ~1% apart at most
     assert bulk_edge_ratio(50, 6, 3000) == pytest.approx(direct, rel=0.03)
+
+
+def _llama_traces(build_model, lengths: tuple[int, ...]):
+    from attnlab.models import from_transformers
+    from attnlab.models.trace import trace
+
+    model = build_model("llama-gqa")
+    heads = from_transformers(model, dtype=torch.float64)
+    V = model.config.vocab_size
+    traces = [
+        trace(model, torch.randint(0, V, (1, n), generator=torch.Generator().manual_seed(n))) for n in lengths
+    ]
+    return heads, traces
+
+
+def test_data_metric_key_hdi_against_numpy(build_model) -> None:
+    heads, traces = _llama_traces(build_model, (30, 41))
+    diag = diagnose(heads, traces, data_null_samples=64)
+    d = heads.d_model
+    for i, row in enumerate(diag.layers):
+        X = np.concatenate([tr.inputs[i][0].double().numpy() for tr in traces])  # (71, d)
+        w, U = np.linalg.eigh(np.cov(X.T))
+        # Σ^{1/2}; Σ is singular here (≤ 50 distinct tokens feed layer 0): rounding-level eigenvalues -> 0
+        root = (U * np.sqrt(np.where(w > d * 2.3e-16 * w[-1], w, 0.0))) @ U.T
+        WK = heads.layers[i].W_K.numpy()  # (H_kv, d, k) distinct K heads
+        hdi, _ = _hdi_numpy([root @ W for W in WK])
+        # float64 eigen-decomposition and SVDs on the same data: ~1e-13; 1e-9 leaves room
+        assert abs(row["hdi_k_data"] - hdi) < 1e-9
+        assert row["hdi_k_data_z"] == pytest.approx(
+            (row["hdi_k_data"] - row["hdi_k_data_null"]) / row["hdi_k_data_null_sd"], rel=1e-12
+        )
+        # the null by an independent Monte Carlo in numpy (Σ^{1/2} G, G Gaussian), 400 draws
+        rng = np.random.default_rng(i)
+        H_kv, _, k = WK.shape
+        mc = [_hdi_numpy([root @ rng.standard_normal((d, k)) for _ in range(H_kv)])[0] for _ in range(400)]
+        se = np.std(mc) * np.sqrt(1 / 64 + 1 / 400)  # two independent Monte Carlo means
+        assert abs(row["hdi_k_data_null"] - np.mean(mc)) < 4 * se
+        assert abs(row["hdi_k_data_null_sd"] / np.std(mc) - 1) < 0.35  # sd from 64 draws: ±9% each 1σ
+
+
+def test_data_metric_is_the_subspace_form_under_whitened_inputs(build_model) -> None:
+    """Σ = I exactly (whitened attention inputs): the data-metric HDI is the weight-space subspace HDI."""
+    from attnlab.models.trace import Trace
+
+    heads, traces = _llama_traces(build_model, (60,))  # 60 tokens > d = 48
+    tr = traces[0]
+    n, d = tr.inputs[0].shape[1:]
+    g = torch.Generator().manual_seed(0)
+    white = []
+    for _ in tr.inputs:
+        Z = torch.randn(n, d, generator=g, dtype=torch.float64)
+        Z = Z - Z.mean(0)
+        Q, _ = torch.linalg.qr(Z)  # (n, d) orthonormal columns, each orthogonal to the ones vector
+        white.append((Q * (n - 1) ** 0.5).unsqueeze(0))  # covariance exactly I
+    wtr = Trace(inputs=white, attentions=tr.attentions, outputs=tr.outputs)
+    diag = diagnose(heads, [wtr])
+    for row in diag.layers:
+        assert abs(row["hdi_k_data"] - row["hdi_k"]) < 1e-12

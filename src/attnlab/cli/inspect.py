@@ -4,7 +4,8 @@ Loads each checkpoint offline and streams it one layer at a time (safetensors, s
 the checkpoint's dtype; ``.bin`` with ``weights_only=True``), computes the weights-only diagnostics
 (subspace diversity with its null, spectra of ``W_Q W_Kᵀ``, paper B's ``M_h, V_h`` defects) and,
 when the folder holds the model's own tokenizer, the token-level ones on a few bundled sentences
-(radial dominance on hidden states, attention entropy). Prints a per-layer table, or one JSON
+(radial dominance on hidden states, attention entropy, and the key HDI in the metric of the hidden
+states entering each layer, ``hdi_k_data`` with its null and z). Prints a per-layer table, or one JSON
 object with ``--json``; ``--csv`` writes the per-head table and ``--figures`` the figures (PNG and
 SVG). Several models: one comparison table and figure, and ``--json`` holds one entry per model
 under ``models``. ``--list-architectures`` prints what is supported and what is refused, and why.
@@ -34,6 +35,9 @@ _GEOMETRY_COLUMNS = (
     ("hdi_v", "HDI V", "{:.4f}"),
     ("hdi_ov", "HDI OV", "{:.4f}"),
     ("hdi_null", "null", "{:.4f}"),
+    ("hdi_k_data", "HDI K data", "{:.4f}"),
+    ("hdi_k_data_null", "data null", "{:.4f}"),
+    ("hdi_k_data_z", "z data", "{:.1f}"),
     ("mean_angle_k_deg", "angle K (°)", "{:.1f}"),
     ("null_median_angle_deg", "null median (°)", "{:.1f}"),
 )
@@ -250,6 +254,11 @@ def _print_one(diag: Any) -> None:
         f"null: random {m['d_head']}-dim subspaces of R^{m['d_model']} give HDI {null} ± {sd} and a median "
         f"principal angle of {angle}°; z < −3 means heads share directions more than chance."
     )
+    if "hdi_k_data" in r0:
+        out_console.print(
+            "HDI K data: key HDI in the metric of the hidden states entering the layer (Σ^{1/2} W_K, Σ their "
+            "covariance on the bundled sentences), against Gaussian heads in the same metric."
+        )
 
 
 def _print_compare(diags: list[Any]) -> None:

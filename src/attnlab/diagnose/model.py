@@ -17,6 +17,12 @@ null K/V (or all) diversity fields and a note says so. ``hdi_*_weight_z`` holds 
 against its own null, i.i.d. Gaussian weights of the same shape (``core.nulls.weight_null_hdi``;
 the product law for OV), not against the subspace null ``1 − k/d``.
 
+With token representations the key HDI is also measured in the metric of the data entering each
+layer (``hdi_k_data``: HDI of ``Σ^{1/2} W_K``, ``Σ`` the covariance of the attention inputs over the
+traces' tokens; ``hdi_k_data_null``/``_null_sd``/``_z`` against Gaussian heads in the same metric,
+``core.metric.data_metric_diversity``). With fewer tokens than ``d_model`` ``Σ`` is singular and both
+the heads and the null live in its range.
+
 Layers are diagnosed one at a time (a streamed :class:`HeadWeights` reads each from its checkpoint
 when needed), in float64 on the device of the weights; only the current layer is resident.
 """
@@ -31,7 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnlab.core import geometry
+from attnlab.core import geometry, metric
 from attnlab.core.heads import HeadWeights
 from attnlab.core.seeding import generator
 from attnlab.diagnose.entropy import attention_entropy
@@ -195,6 +201,7 @@ def diagnose(
     traces: Sequence[Any] | None = None,
     *,
     null_samples: int = 200,
+    data_null_samples: int = 64,
     progress: Callable[[int, int], None] | None = None,
 ) -> Diagnosis:
     """Per-head and per-layer diagnostics of a model's attention heads, one layer at a time.
@@ -208,6 +215,8 @@ def diagnose(
         dominance on the hidden states entering attention and attention entropy against ``log n``.
     null_samples : int
         random subspace pairs drawn for the null angle distribution (figures only; seed 0).
+    data_null_samples : int
+        Monte Carlo draws of the data-metric null of the key HDI (with traces only; seed 0 per layer).
     progress : callable ``(done, total)``, optional
         called after each layer.
 
@@ -220,6 +229,8 @@ def diagnose(
     """
     if not isinstance(heads, HeadWeights):
         raise ValueError(f"heads: expected HeadWeights, got {type(heads).__name__}")
+    if isinstance(data_null_samples, bool) or not isinstance(data_null_samples, int) or data_null_samples < 2:
+        raise ValueError(f"data_null_samples: expected an integer >= 2, got {data_null_samples!r}")
     L, H, d, k = heads.n_layers, heads.n_heads, heads.d_model, heads.d_head
     G = heads.n_kv_heads
     r = H // G
@@ -290,6 +301,7 @@ def diagnose(
         }
         if traces:
             per_head.update(_token_level(traces, i, WQ, WKe, WVe, WO, scale, heads.causal, dev))
+            row.update(_data_metric_k(traces, i, WK, data_null_samples))
         for name, val in per_head.items():
             val = val.to(device="cpu", dtype=_DT)  # (H,) one transfer, then Python floats
             row[name] = float(val.mean())
@@ -334,6 +346,24 @@ def diagnose(
         text=bool(traces),
         notes=tuple(notes),
     )
+
+
+def _data_metric_k(traces: Sequence[Any], i: int, WK: torch.Tensor, samples: int) -> dict[str, float]:
+    """Key HDI in the metric of the hidden states entering layer ``i`` (``core.metric``).
+
+    ``Σ`` is the covariance of the attention inputs of layer ``i`` over all tokens of all traces; the HDI
+    is that of ``Σ^{1/2} W_K`` (distinct K/V heads) in the subspace form, its null the HDI of
+    ``Σ^{1/2} G_h`` with i.i.d. Gaussian ``G_h`` (``samples`` Monte Carlo draws, seed 0).
+    """
+    keys = ("hdi_k_data", "hdi_k_data_null", "hdi_k_data_null_sd", "hdi_k_data_z")
+    if WK.shape[0] < 2:
+        return dict.fromkeys(keys, math.nan)
+    X = torch.cat([tr.inputs[i][0].to(device="cpu", dtype=_DT) for tr in traces])  # (N, d) all tokens
+    sigma = metric.covariance(X)  # (d, d)
+    div = metric.data_metric_diversity(WK.to("cpu"), sigma, samples=samples, generator=generator(0))
+    out = dict(zip(keys, (div.hdi, div.hdi_null, div.hdi_null_sd, div.z)))
+    out["data_tokens"] = int(X.shape[0])  # Σ has rank < d when this is ≤ d
+    return out
 
 
 def _token_level(
