@@ -1,4 +1,5 @@
-"""Benchmarks of paper C: the state-evolution solver against a per-sample scipy reference, and J.
+"""Benchmarks of paper C: the state-evolution solver against a per-sample scipy reference and against its own
+damped iteration, J, and ERM training against a plain float32 Adam loop of the published protocol.
 
 Run: .venv/bin/pytest bench/bench_highdim.py --benchmark-only -s
 """
@@ -13,8 +14,19 @@ import pytest
 import torch
 from scipy import integrate, optimize
 
-from attnlab.highdim import J_and_derivatives, MarchenkoPastur, Setting, state_evolution
-from attnlab.highdim.state_evolution import _prior, flat_to_matrix_map
+from attnlab.core.seeding import derive_seed, generator
+from attnlab.highdim import (
+    J_and_derivatives,
+    MarchenkoPastur,
+    Setting,
+    TrainConfig,
+    mp_target,
+    sample,
+    state_evolution,
+    train_erm,
+)
+from attnlab.highdim.channel import flat_to_matrix_map
+from attnlab.highdim.fixed_point import _prior
 
 SETTING = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=0.01)
 ALPHA = 0.5
@@ -137,4 +149,107 @@ def test_state_evolution_multistart_cost(benchmark):
     print(
         f"\nmulti-start {multi:.2f} s ({len(fp.candidates)} distinct fixed point(s), stable={fp.stable}) "
         f"vs one start {single:.2f} s: ratio {multi / single:.1f}; max relative gap {rel:.1e}"
+    )
+
+
+@pytest.mark.benchmark(group="highdim")
+@pytest.mark.parametrize(("lam", "alpha"), [(0.01, 0.3016), (1e-4, 0.0996)])
+def test_state_evolution_accelerated_vs_damped(benchmark, lam, alpha):
+    # the same fixed point by Anderson acceleration (the default) and by the plain damped iteration, one
+    # point to tol 1e-6 each, CPU seconds of this process; both against a tight (tol 1e-9) solve
+    torch.set_num_threads(1)
+    s = Setting(lam=lam)
+    c0 = time.process_time()
+    fast = benchmark.pedantic(lambda: state_evolution(s, alpha), rounds=1, iterations=1)
+    t_fast = time.process_time() - c0
+    c0 = time.process_time()
+    damped = state_evolution(s, alpha, method="damped")
+    t_damped = time.process_time() - c0
+    tight = state_evolution(s, alpha, tol=1e-9)
+
+    def dist(fp):
+        return max(
+            abs(getattr(fp, k) - getattr(tight, k)) / abs(getattr(tight, k)) for k in ("q", "m", "sigma")
+        )
+
+    err = {"anderson": dist(fast), "damped": dist(damped)}
+    benchmark.extra_info.update(
+        {
+            "anderson_cpu_s": t_fast,
+            "damped_cpu_s": t_damped,
+            "ratio": t_damped / t_fast,
+            "anderson_iterations": fast.iterations,
+            "damped_iterations": damped.iterations,
+        }
+    )
+    print(
+        f"\nλ̃ = {lam:g}, α = {alpha}: Anderson {t_fast:.2f} CPU-s ({fast.iterations} maps), damped "
+        f"{t_damped:.2f} CPU-s ({damped.iterations}); ratio {t_damped / t_fast:.1f}; largest relative "
+        f"distance to a tol-1e-9 solve: Anderson {err['anderson']:.1e}, damped {err['damped']:.1e}"
+    )
+
+
+def _plain_adam_float32(X: torch.Tensor, y: torch.Tensor, W0: torch.Tensor, lam: float):
+    """The published protocol written plainly: full-batch Adam (lr 0.1) on W in float32, loss summed in
+    float32, stop after step 100 when the loss changes by less than 1e-7 (absolute) between steps."""
+    d = W0.shape[1]
+    X, y = X.float(), y.float()
+    W = W0.float().clone().requires_grad_(True)
+    opt = torch.optim.Adam([W], lr=0.1)
+    eye = torch.eye(X.shape[1])
+    prev, steps = None, 0
+    for steps in range(1, 100000):
+        opt.zero_grad()
+        S = W.T @ W / d
+        Z = (X @ S @ X.transpose(-1, -2) - torch.trace(S) * eye) / math.sqrt(d)
+        loss = ((torch.softmax(Z, -1) - y) ** 2).sum() + lam * (W**2).sum()
+        loss.backward()
+        opt.step()
+        cur = float(loss.detach())
+        if prev is not None and abs(cur - prev) < 1e-7 and steps > 100:
+            break
+        prev = cur
+    with torch.no_grad():
+        S = W.double().T @ W.double() / d
+        Xd = X.double()
+        Z = (Xd @ S @ Xd.transpose(-1, -2) - torch.trace(S) * eye.double()) / math.sqrt(d)
+        final = float(((torch.softmax(Z, -1) - y.double()) ** 2).sum() + lam * (W.double() ** 2).sum())
+    return final / d**2, steps
+
+
+@pytest.mark.benchmark(group="highdim")
+def test_training_fast_vs_plain_adam(benchmark):
+    # the same data and start: TrainConfig.fast() (L-BFGS, float32 logits, float64 sums) against the plain
+    # float32 Adam loop; CPU seconds in this process, and the training losses reached
+    torch.set_num_threads(2)
+    d, alpha, lam = 60, 0.5, 0.01
+    g = generator(derive_seed(0, "data"))
+    S0 = mp_target(d, 0.5, g)
+    tr = sample(S0, round(alpha * d * d), 2, 0.5, 1.0, "seq2lab", g)
+    W0 = torch.randn(d, d, generator=generator(derive_seed(0, "init")), dtype=torch.float64)
+    c0 = time.process_time()
+    ref_loss, ref_steps = _plain_adam_float32(tr.X, tr.y, W0, lam)
+    t_ref = time.process_time() - c0
+    c0 = time.process_time()
+    r = benchmark.pedantic(
+        lambda: train_erm(
+            tr, None, lam=lam, config=TrainConfig.fast(), generator=generator(derive_seed(0, "init"))
+        ),
+        rounds=1,
+        iterations=1,
+    )
+    t_ours = time.process_time() - c0
+    benchmark.extra_info.update(
+        {
+            "ours_cpu_s": t_ours,
+            "plain_adam_cpu_s": t_ref,
+            "ratio": t_ref / t_ours,
+            "ours_loss": r.train_loss,
+            "plain_adam_loss": ref_loss,
+        }
+    )
+    print(
+        f"\ntraining d = {d}: fast {t_ours:.2f} CPU-s ({r.evaluations} evaluations, loss "
+        f"{r.train_loss:.8f}) vs plain float32 Adam {t_ref:.2f} CPU-s ({ref_steps} steps, loss "
+        f"{ref_loss:.8f}); ratio {t_ref / t_ours:.1f}"
     )

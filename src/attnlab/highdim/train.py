@@ -209,12 +209,18 @@ def train_erm(
 
     evals = 0
 
+    threads = torch.get_num_threads()
+
     def closure() -> torch.Tensor:
         nonlocal evals
         evals += 1
+        if cfg.optimizer == "lbfgs":
+            torch.set_num_threads(threads)
         opt.zero_grad()
         loss = data_loss_of(param) + penalty(param)
         loss.backward()
+        if cfg.optimizer == "lbfgs":
+            torch.set_num_threads(1)
         return loss.detach()
 
     prev, calm, steps, converged = math.inf, 0, 0, False
@@ -235,7 +241,13 @@ def train_erm(
             tolerance_change=cfg.rtol * abs(first),
             line_search_fn="strong_wolfe",
         )
-        opt.step(closure)
+        # the optimiser's own work is dot products and axpys on p·d values: on one thread (thread start-up
+        # and contention cost more than they save there); the loss evaluations use every thread
+        torch.set_num_threads(1)
+        try:
+            opt.step(closure)
+        finally:
+            torch.set_num_threads(threads)
         steps = int(opt.state[param]["n_iter"])
         with torch.no_grad():
             loss_val = float(data_loss_of(param) + penalty(param))
