@@ -50,12 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
-import json
-import math
 import string
-import types
-import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -64,6 +59,10 @@ import numpy as np
 import torch
 
 from attnlab.core.seeding import canonical_json, derive_seed, generator
+from attnlab.engine.grid import CONTROL_KEY, REP_KEY, Grid, jsonable, parse_override, variant_name
+from attnlab.engine.params import axis_values as _axis_values
+from attnlab.engine.params import check_params
+from attnlab.engine.params import field_types as _hints
 
 __all__ = [
     "CONTROL_KEY",
@@ -90,188 +89,9 @@ __all__ = [
 KINDS = ("identity", "theorem", "finding")
 PROFILES = ("quick", "full")
 VERDICTS = ("holds", "fails", "inconclusive")
-#: Reserved parameter names the engine adds: the seed replicate and the control a point belongs to.
-REP_KEY = "rep"
-CONTROL_KEY = "control"
 
 Kind = Literal["identity", "theorem", "finding"]
 Status = Literal["holds", "fails", "inconclusive"]
-
-
-# ------------------------------------------------------------------------------------------ grids
-@dataclass(frozen=True)
-class Grid:
-    """A cartesian product of parameter axes, plus fixed parameters and seed replicates.
-
-    ``axes`` maps a parameter name to the list of its values; ``fixed`` holds parameters that
-    take one value; ``seeds`` replicates every point ``seeds`` times (parameter ``rep`` =
-    0..seeds-1, each with its own derived seed). ``extra`` is a list of further grids whose
-    points are added (a union of products, for grids that are not rectangular).
-    """
-
-    axes: Mapping[str, Sequence[Any]] = field(default_factory=dict)
-    fixed: Mapping[str, Any] = field(default_factory=dict)
-    seeds: int = 1
-    extra: Sequence[Grid] = ()
-
-    def names(self) -> set[str]:
-        """All parameter names this grid (and its extras) can set."""
-        out = set(self.axes) | set(self.fixed)
-        for g in self.extra:
-            out |= g.names()
-        return out
-
-    def expand(
-        self, overrides: Mapping[str, Any] | None = None, list_valued: Sequence[str] = ()
-    ) -> list[dict[str, Any]]:
-        """The list of parameter dicts, in a stable order, after applying ``overrides``.
-
-        An override replaces an axis or a fixed value, or adds a fixed value; a list value becomes
-        an axis, except for a parameter whose one value is itself a list (``list_valued``), which the
-        list replaces. ``list_valued`` names further parameters whose value is one list (a typed
-        list field): a flat list given for them is one value, not an axis.
-        ``rep`` may be overridden to an int (number of seed replicates).
-        """
-        return self._expand(dict(overrides or {}), frozenset(list_valued))
-
-    def _expand(self, overrides: dict[str, Any], list_valued: frozenset[str]) -> list[dict[str, Any]]:
-        seeds = self.seeds
-        if REP_KEY in overrides:
-            seeds = int(overrides.pop(REP_KEY))
-        axes = {k: list(v) for k, v in self.axes.items()}
-        fixed = dict(self.fixed)
-        lv = set(list_valued) | {k for k, v in fixed.items() if isinstance(v, (list, tuple))}
-        for k, v in overrides.items():
-            axes.pop(k, None)
-            fixed.pop(k, None)
-            if k in lv:  # a parameter whose one value is a list: the list replaces it
-                fixed[k] = v if isinstance(v, list) else [v]
-            elif isinstance(v, list):
-                axes[k] = v
-            else:
-                fixed[k] = v
-        names = list(axes)
-        points = []
-        for combo in itertools.product(*(axes[k] for k in names)):
-            base = dict(fixed)
-            base.update(zip(names, combo, strict=True))
-            for rep in range(seeds):
-                p = dict(base)
-                p[REP_KEY] = rep
-                points.append(p)
-        for g in self.extra:
-            sub = dict(overrides)
-            if REP_KEY not in g.fixed:
-                sub[REP_KEY] = seeds
-            points.extend(g._expand(sub, frozenset(lv)))
-        seen, unique = set(), []
-        for p in points:
-            key = canonical_json(jsonable(p))
-            if key not in seen:
-                seen.add(key)
-                unique.append(p)
-        return unique
-
-
-# ------------------------------------------------------------------------------------- parameters
-def _hints(params_cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(params_cls)
-
-
-def _type_name(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in typing.get_args(tp))
-    if origin in (list, tuple, Sequence):
-        args = [a for a in typing.get_args(tp) if a is not Ellipsis]
-        return f"a list of {_type_name(args[0])}" if args else "a list"
-    if tp is type(None):
-        return "null"
-    return getattr(tp, "__name__", str(tp))
-
-
-def _coerce(value: Any, tp: Any) -> tuple[bool, Any]:
-    """(ok, value) with ``value`` converted where lossless (an int where a float is asked for)."""
-    origin = typing.get_origin(tp)
-    if tp is Any:
-        return True, value
-    if origin is Literal:
-        return (value in typing.get_args(tp)), value
-    if origin in (typing.Union, types.UnionType):
-        for a in typing.get_args(tp):
-            ok, v = _coerce(value, a)
-            if ok:
-                return True, v
-        return False, value
-    if origin in (list, tuple, Sequence):
-        if not isinstance(value, (list, tuple)):
-            return False, value
-        args = [a for a in typing.get_args(tp) if a is not Ellipsis]
-        if not args:
-            return True, list(value)
-        out = []
-        for i, v in enumerate(value):
-            ok, c = _coerce(v, args[min(i, len(args) - 1)] if origin is tuple else args[0])
-            if not ok:
-                return False, value
-            out.append(c)
-        return True, out
-    if origin in (dict, Mapping):
-        return isinstance(value, dict), value
-    if tp is type(None):
-        return value is None, value
-    if tp is bool:
-        return isinstance(value, bool), value
-    if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool), value
-    if tp is float:
-        if isinstance(value, bool):
-            return False, value
-        if isinstance(value, int):
-            return True, value  # kept as given: an int literal in a grid hashes as written
-        return isinstance(value, float), value
-    if tp is str:
-        return isinstance(value, str), value
-    return isinstance(value, tp), value
-
-
-def check_params(params_cls: type, given: Mapping[str, Any], where: str = "--set") -> dict[str, Any]:
-    """Check names and types of ``given`` against the ``Params`` dataclass; raise one clear line.
-
-    Returns ``given`` with lossless conversions applied. ``rep`` (an int >= 1 when given as an
-    override) and ``control`` are the engine's own names.
-    """
-    hints = _hints(params_cls)
-    names = [f.name for f in dataclasses.fields(params_cls)]
-    out = {}
-    for k, v in given.items():
-        if k in (REP_KEY, CONTROL_KEY):
-            out[k] = v
-            continue
-        if k not in hints:
-            raise ValueError(
-                f"{where}: expected a parameter of {params_cls.__module__.rsplit('.', 1)[-1]} "
-                f"({', '.join(names + [REP_KEY])}), got {k!r}"
-            )
-        ok, c = _coerce(v, hints[k])
-        if not ok:
-            raise ValueError(f"{where} {k}: expected {_type_name(hints[k])}, got {v!r}")
-        out[k] = c
-    return out
-
-
-def _axis_values(value: Any, tp: Any) -> list[Any] | None:
-    """The values of an override that is an axis (a list for a scalar field), else None."""
-    origin = typing.get_origin(tp)
-    if isinstance(value, list) and origin not in (list, tuple, Sequence):
-        if origin in (typing.Union, types.UnionType) and any(
-            typing.get_origin(a) in (list, tuple, Sequence) for a in typing.get_args(tp)
-        ):
-            return None
-        return value
-    return None
 
 
 # ------------------------------------------------------------------------------------- points
@@ -637,50 +457,3 @@ def _arity(fn: Callable[..., Any]) -> int:
         return len(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
         return 1
-
-
-def variant_name(overrides: Mapping[str, Any] | None) -> str:
-    """The name of a run with ``--set`` overrides ('' for the profile's own setting)."""
-    if not overrides:
-        return ""
-    return ", ".join(
-        f"{k}={json.dumps(jsonable(v), separators=(',', ':'))}" for k, v in sorted(overrides.items())
-    )
-
-
-def parse_override(text: str) -> tuple[str, Any]:
-    """Parse ``key=value`` (value as JSON when it parses, else a string; ``a,b`` is a list)."""
-    if "=" not in text or not text.split("=", 1)[0].strip():
-        raise ValueError(f"--set: expected key=value, got {text!r}")
-    key, raw = (s.strip() for s in text.split("=", 1))
-
-    def one(s: str) -> Any:
-        try:
-            return json.loads(s)
-        except json.JSONDecodeError:
-            return s
-
-    if raw.startswith("["):
-        value = one(raw)
-    elif "," in raw:
-        value = [one(s.strip()) for s in raw.split(",")]
-    else:
-        value = one(raw)
-    return key, value
-
-
-def jsonable(obj: Any) -> Any:
-    """Convert numpy/torch scalars and tuples to plain JSON types; non-finite floats to None."""
-    if isinstance(obj, Mapping):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, (np.generic,)):
-        obj = obj.item()
-    if isinstance(obj, torch.Tensor) and obj.numel() == 1:
-        obj = obj.item()
-    if isinstance(obj, np.ndarray):
-        return [jsonable(v) for v in obj.tolist()]
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj

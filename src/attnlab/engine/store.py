@@ -21,12 +21,9 @@ transaction per point, so an interrupted run keeps every point that finished.
 
 from __future__ import annotations
 
-import io
 import json
 import sqlite3
-import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +32,7 @@ import numpy as np
 from attnlab.core.seeding import canonical_json
 from attnlab.engine.protocol import Row
 from attnlab.engine.protocol import jsonable as _jsonable
+from attnlab.engine.records import RunRecord, StoredPoint, StoredVerdict, now_utc, pack_arrays, unpack_array
 
 __all__ = ["SCHEMA_VERSION", "Store", "StoreError", "StoredPoint", "RunRecord", "StoredVerdict"]
 
@@ -98,87 +96,6 @@ CREATE TABLE IF NOT EXISTS verdicts (
 CREATE INDEX IF NOT EXISTS verdicts_claim ON verdicts(claim_id, variant);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
-
-
-@dataclass(frozen=True)
-class StoredPoint:
-    """What a worker sends back for one point, ready to be written."""
-
-    point_id: str
-    claim_id: str
-    profile: str
-    params: Mapping[str, Any]
-    seed: int
-    version: int
-    status: str
-    metrics: Mapping[str, Any]
-    error: str | None
-    provenance: Mapping[str, Any]
-    runtime_s: float
-    host: str
-    started: str
-    ended: str
-    arrays: Mapping[str, np.ndarray]
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    run_id: int
-    claim_id: str
-    profile: str
-    root_seed: int
-    overrides: dict[str, Any]
-    point_ids: list[str]
-    backend: str
-    started: str
-    ended: str | None
-
-
-@dataclass(frozen=True)
-class StoredVerdict:
-    """A claim's verdict as stored at the end of a run: everything the report shows.
-
-    ``claim`` holds the claim's metadata at the time of the run (id, kind, paper, statement,
-    description, regime, predictions, controls), so the report needs no claim code.
-    """
-
-    run_id: int
-    claim_id: str
-    variant: str
-    profile: str
-    version: int
-    claim: dict[str, Any]
-    status: str
-    numbers: dict[str, Any]
-    tolerance: str
-    note: str
-    regime: str
-    power: dict[str, Any]
-    points: int
-    failed: int
-    missing: int
-    runtime_s: float
-    created: str
-    point_ids: list[str]
-    overrides: dict[str, Any]
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def pack_arrays(arrays: Mapping[str, np.ndarray]) -> dict[str, bytes]:
-    out = {}
-    for name, arr in arrays.items():
-        buf = io.BytesIO()
-        np.savez_compressed(buf, a=np.asarray(arr))
-        out[name] = buf.getvalue()
-    return out
-
-
-def unpack_array(blob: bytes) -> np.ndarray:
-    with np.load(io.BytesIO(blob), allow_pickle=False) as z:
-        return z["a"]
 
 
 class StoreError(ValueError):
@@ -392,13 +309,13 @@ class Store:
                 canonical_json(_jsonable(dict(overrides))),
                 json.dumps(list(point_ids)),
                 backend,
-                _now(),
+                now_utc(),
             ),
         )
         return int(cur.lastrowid)
 
     def end_run(self, run_id: int) -> None:
-        self._con.execute("UPDATE runs SET ended = ? WHERE run_id = ?", (_now(), run_id))
+        self._con.execute("UPDATE runs SET ended = ? WHERE run_id = ?", (now_utc(), run_id))
 
     def latest_runs(self) -> list[RunRecord]:
         """The latest run of each claim (any profile), in claim order of first appearance."""
@@ -433,7 +350,7 @@ class Store:
                 v.failed,
                 v.missing,
                 v.runtime_s,
-                v.created or _now(),
+                v.created or now_utc(),
             ),
         )
 
