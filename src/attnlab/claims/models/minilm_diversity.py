@@ -48,6 +48,10 @@ _LAYER_KEYS = (
     "hdi_ov_z",
     "hdi_null",
     "hdi_null_sd",
+    "hdi_k_data",
+    "hdi_k_data_null",
+    "hdi_k_data_null_sd",
+    "hdi_k_data_z",
     "mean_angle_k_deg",
     "median_angle_k_deg",
     "null_median_angle_deg",
@@ -169,6 +173,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         "hdi_q_z",
         "hdi_v_z",
         "hdi_ov_z",
+        "hdi_k_data_z",
         "mean_angle_k_deg",
         "qk_rank90",
         "radial_form3",
@@ -195,7 +200,7 @@ CLAIM = Claim(
         "subspaces, so in the trained all-MiniLM-L6-v2 the key subspaces' HDI per layer is at least "
         "the random-subspace null 1 − d_head/d_model (z ≥ −3 in most layers)."
     ),
-    version=1,
+    version=2,
     params=Params,
     grids={
         "quick": Grid(fixed={"model": "minilm", "text": True, "sentences": 6, "dtype": "float64"}),
@@ -215,7 +220,9 @@ CLAIM = Claim(
         "Per layer: HDI of the Q, K, V and OV subspaces against the null and its exact sd, principal "
         "angles against those of random subspaces, spectra of W_Q W_Kᵀ (rank at 90% energy, outliers "
         "above a fitted bulk edge), paper B's M_h, V_h defects and radial dominance on the model's own "
-        "hidden states for six bundled sentences, and attention entropy against log n. The point is "
+        "hidden states for six bundled sentences, attention entropy against log n, and the key HDI in "
+        "the metric of the hidden states entering each layer (Σ^{1/2} W_K against Gaussian heads in the "
+        "same metric, hdi_k_data*) beside the weight-space one. The point is "
         "deterministic (no randomness but the null's fixed-seed sample), so both profiles are one point."
     ),
 )

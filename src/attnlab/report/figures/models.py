@@ -118,6 +118,13 @@ def draw_figures(
                 zk = f"{key}_z"
                 if metrics.get(zk):
                     az.plot(layers, metrics[zk], marker=markers[key], ms=4, lw=1, label=f"z {label}")
+        if metrics.get("hdi_k_data"):  # the key HDI in the metric of the data entering the layer
+            ax.plot(
+                layers, metrics["hdi_k_data"], marker="o", mfc="none", ms=4, lw=1, label="HDI K (data metric)"
+            )
+            ax.plot(layers, metrics["hdi_k_data_null"], color="C4", ls=":", lw=1.2, label="data-metric null")
+            if metrics.get("hdi_k_data_z"):
+                az.plot(layers, metrics["hdi_k_data_z"], marker="o", mfc="none", ms=4, lw=1, label="z K data")
         ax.set_xlabel("layer")
         ax.set_ylabel("head diversity index (subspace form)")
         ax.set_title(f"{name}: HDI per layer", fontsize=10)
@@ -125,7 +132,7 @@ def draw_figures(
         az.axhline(0, color="k", ls="--", lw=1.2)
         az.set_xlabel("layer")
         az.set_ylabel("z = (HDI − null)/sd_null")
-        az.set_title("against the random-subspace null", fontsize=10)
+        az.set_title("against each form's null (data metric: Gaussian heads in it)", fontsize=10)
         for a in (ax, az):
             a.set_xticks(layers)
         handles, labels = ax.get_legend_handles_labels()
