@@ -242,3 +242,37 @@ def test_data_metric_is_the_subspace_form_under_whitened_inputs(build_model) -> 
     diag = diagnose(heads, [wtr])
     for row in diag.layers:
         assert abs(row["hdi_k_data"] - row["hdi_k"]) < 1e-12
+
+
+def test_shared_layers_take_their_own_inputs(build_model) -> None:
+    """ALBERT: layers sharing weights share the weight numbers, not the token-level ones."""
+    from attnlab.models import from_transformers
+    from attnlab.models.trace import trace
+
+    model = build_model("albert")
+    heads = from_transformers(model, dtype=torch.float64)
+    traces = [
+        trace(model, torch.randint(3, 50, (1, n), generator=torch.Generator().manual_seed(n)))
+        for n in (30, 35)
+    ]
+    diag = diagnose(heads, traces, data_null_samples=8)
+    assert heads.layer_key(0) == heads.layer_key(1)
+    a, b = diag.layers[0], diag.layers[1]
+    assert a["hdi_k"] == b["hdi_k"] and a["hdi_k_data"] != b["hdi_k_data"]
+    for i, row in enumerate(diag.layers):
+        X = np.concatenate([tr.inputs[i][0].double().numpy() for tr in traces])  # (65, d)
+        w, U = np.linalg.eigh(np.cov(X.T))
+        root = (U * np.sqrt(np.where(w > X.shape[1] * 2.3e-16 * w[-1], w, 0.0))) @ U.T
+        hdi, _ = _hdi_numpy(list(root @ heads.layers[i].W_K.numpy()))
+        assert abs(row["hdi_k_data"] - hdi) < 1e-9  # as in test_data_metric_key_hdi_against_numpy
+        # entropy of layer i's own attention maps, averaged over heads and traces
+        ent = np.mean(
+            [
+                -(tr.attentions[i][0].double() * tr.attentions[i][0].double().clamp_min(1e-300).log())
+                .sum(-1)
+                .mean(-1)
+                .numpy()
+                for tr in traces
+            ]
+        )
+        assert abs(row["entropy"] - ent) < 1e-9

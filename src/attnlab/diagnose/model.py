@@ -253,6 +253,10 @@ def diagnose(
             for arr in (overlap_k, angles_k, qk_sv, qk_edge, mm_cross):
                 if len(arr) > j:
                     arr.append(arr[j])
+            if traces:  # same weights, different inputs: the token-level numbers are this layer's own
+                _shared_token_level(
+                    heads, traces, i, r, layer_rows[i], head_rows[i * H : (i + 1) * H], data_null_samples
+                )
             if progress is not None:
                 progress(i + 1, L)
             continue
@@ -346,6 +350,30 @@ def diagnose(
         text=bool(traces),
         notes=tuple(notes),
     )
+
+
+def _shared_token_level(
+    heads: HeadWeights,
+    traces: Sequence[Any],
+    i: int,
+    r: int,
+    row: dict[str, Any],
+    hrows: list[dict[str, Any]],
+    samples: int,
+) -> None:
+    """Token-level fields of layer ``i`` whose weights are shared with an earlier layer (ALBERT)."""
+    layer = heads.layers[i]
+    WQ, WK, WV, WO = (getattr(layer, n).to(_DT) for n in ("W_Q", "W_K", "W_V", "W_O"))
+    dev, H = WQ.device, WQ.shape[0]
+    kv = torch.arange(H, device=dev) // r
+    WKe, WVe = (WK, WV) if r == 1 else (WK[kv], WV[kv])
+    scale = torch.tensor(float(layer.scale), dtype=_DT, device=dev)
+    for name, val in _token_level(traces, i, WQ, WKe, WVe, WO, scale, heads.causal, dev).items():
+        val = val.to(device="cpu", dtype=_DT)  # (H,)
+        row[name] = float(val.mean())
+        for h in range(H):
+            hrows[h][name] = float(val[h])
+    row.update(_data_metric_k(traces, i, WK, samples))
 
 
 def _data_metric_k(traces: Sequence[Any], i: int, WK: torch.Tensor, samples: int) -> dict[str, float]:
