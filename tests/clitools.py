@@ -15,6 +15,7 @@ def cli_env(extra_claims: bool = True) -> dict[str, str]:
     env = dict(os.environ)
     if extra_claims:
         env["ATTNLAB_EXTRA_CLAIMS"] = "attnlab_testclaims"
+        env["ATTNLAB_EXTRA_FIGURES"] = "attnlab_testclaims"
         env["PYTHONPATH"] = os.pathsep.join([str(TESTCLAIMS_DIR), env.get("PYTHONPATH", "")])
     env.setdefault("COLUMNS", "160")
     return env

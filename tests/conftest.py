@@ -50,6 +50,7 @@ def testclaims(monkeypatch):
     """Register the engine's test claims in this process (and in spawned workers)."""
     monkeypatch.syspath_prepend(str(TESTCLAIMS_DIR))
     monkeypatch.setenv("ATTNLAB_EXTRA_CLAIMS", "attnlab_testclaims")
+    monkeypatch.setenv("ATTNLAB_EXTRA_FIGURES", "attnlab_testclaims")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTCLAIMS_DIR), os.environ.get("PYTHONPATH", "")]))
     import attnlab_testclaims
 

@@ -35,6 +35,7 @@ def cli(tmp_path, monkeypatch):
     work.mkdir()
     monkeypatch.chdir(work)
     monkeypatch.setenv("ATTNLAB_EXTRA_CLAIMS", "attnlab_testclaims")
+    monkeypatch.setenv("ATTNLAB_EXTRA_FIGURES", "attnlab_testclaims")
     monkeypatch.setenv("COLUMNS", "160")
     monkeypatch.syspath_prepend(str(TESTCLAIMS_DIR))
     runner = CliRunner()

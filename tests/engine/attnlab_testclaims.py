@@ -61,7 +61,6 @@ CLAIMS = [
         },
         run=_value_run,
         verdict=_value_verdict,
-        figures=_value_figures,
     ),
     Claim(
         id="test.flaky",
@@ -74,3 +73,6 @@ CLAIMS = [
         verdict=_flaky_verdict,
     ),
 ]
+
+#: Figures of the test claims (registered through ATTNLAB_EXTRA_FIGURES, like an area's figure module).
+FIGURES = {"test.value": _value_figures}

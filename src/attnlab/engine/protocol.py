@@ -305,7 +305,6 @@ class Claim:
     controls: Mapping[str, Control] = field(default_factory=dict)
     regime: str = ""
     explain: Mapping[str, str] = field(default_factory=dict)
-    figures: Callable[[Sequence[Row]], dict[str, Any]] | None = None  # transitional: see report.figures
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

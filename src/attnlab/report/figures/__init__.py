@@ -45,16 +45,6 @@ def figure_function(claim_id: str) -> FigureFn | None:
         fn = getattr(mod, "FIGURES", {}).get(claim_id)
         if fn is not None:
             return fn
-    return _legacy(claim_id)
-
-
-def _legacy(claim_id: str) -> FigureFn | None:
-    """Claims whose figures still live beside them (until every area has moved here)."""
-    from attnlab.claims import all_claims
-
-    for c in all_claims():
-        if c.id == claim_id:
-            return c.figures
     return None
 
 
