@@ -241,3 +241,43 @@ def test_gguf_qwen_matches_transformers_gguf_loader(arch, tmp_path) -> None:
         out = heads.forward(i, tr.inputs[i])
         torch.testing.assert_close(out.probs, tr.attentions[i], rtol=0, atol=1e-5)  # as above
         torch.testing.assert_close(tr.attentions[i], tr_orig.attentions[i], rtol=0, atol=1e-5)
+
+
+def test_gguf_linear_rope_scaling_matches_the_original_model(tmp_path) -> None:
+    """``llama.rope.scaling.type = linear``: attention of the GGUF heads against the source model itself."""
+    torch.manual_seed(5)
+    cfg = transformers.LlamaConfig(
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        intermediate_size=64,
+        vocab_size=40,
+        max_position_embeddings=64,
+        rope_scaling={"rope_type": "linear", "factor": 3.0},
+        rope_theta=500.0,
+    )
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    src = tmp_path / "lin.gguf"
+    _write_gguf(src, model, T.F32)
+    # rewrite with the scaling keys llama.cpp's converter adds (the writer above leaves them out)
+    reader = gguf.GGUFReader(str(src))
+    w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), "llama")
+    for key, field in reader.fields.items():
+        if key.startswith(("llama.", "general.name")):
+            val = field.contents()
+            vtype = field.types[0]
+            w.add_key_value(key, val, vtype)
+    w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+    w.add_rope_scaling_factor(3.0)
+    for t in reader.tensors:
+        w.add_tensor(t.name, np.array(t.data), raw_shape=tuple(reversed(t.shape.tolist())))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    heads = load(tmp_path / "m.gguf", stream=True)
+    ids = torch.randint(0, 40, (1, 12), generator=torch.Generator().manual_seed(1))
+    tr = trace(model, ids)
+    out = heads.forward(0, tr.inputs[0])
+    torch.testing.assert_close(out.probs, tr.attentions[0], rtol=0, atol=1e-5)  # float32, as above
