@@ -17,7 +17,7 @@ def test_sweep_json_matches_independent_solves(capsys):
     pts = out["points"]
     assert [p["alpha"] for p in pts] == [0.5, 0.6] and out["lam_tilde"] == 0.01
     assert all(p["converged"] for p in pts)
-    assert pts[1]["test_error"] < pts[0]["test_error"]  # more data, lower error (THEORY.md C3)
+    assert pts[1]["test_error"] < pts[0]["test_error"]  # more data, lower error (docs/highdim.md C3)
     for p in pts:
         fp = state_evolution(Setting(), p["alpha"], nodes=256)
         assert p["test_error"] == pytest.approx(fp.test_error, rel=1e-5)

@@ -1,4 +1,4 @@
-"""Paper C's published numbers as regression tests (THEORY.md C3, C5), and the state evolution as λ̃ → 0.
+"""Paper C's published numbers as regression tests (docs/highdim.md C3, C5), and the state evolution as λ̃ → 0.
 
 Two kinds of check at every published point:
 
@@ -131,7 +131,7 @@ def test_interpolation_peak_at_small_lam(small_lam):
 def test_min_norm_limit_below_the_threshold(small_lam, solved):
     # below α_interp the training loss vanishes with λ̃ and is carried by the penalty: train = data +
     # λ̃ Tr Ŝ/d with data ≥ 0, and Tr Ŝ/d = η ∫ (x − ε)_+ dμ_δ = −η ∂_ε J/2 from the predicted spectrum
-    # (THEORY.md C4), a different equation from the Moreau-envelope formula of the training loss; at
+    # (docs/highdim.md C4), a different equation from the Moreau-envelope formula of the training loss; at
     # λ̃ = 1e-4 the data part is 2.3% of the total (1e-3: 6%), so the two agree to 3% and are ordered
     fp = small_lam[0.0996062992125984]
     jv = J_and_derivatives(Setting(lam=SMALL_LAM).spectrum, fp.delta, fp.eps)

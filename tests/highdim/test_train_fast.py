@@ -1,4 +1,4 @@
-"""Training in float32 and by L-BFGS (THEORY.md C2): the same minimum as float64 Adam, reached faster."""
+"""Training in float32 and by L-BFGS (docs/highdim.md C2): the same minimum as float64 Adam, sooner."""
 
 import pytest
 import torch
