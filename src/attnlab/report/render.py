@@ -197,8 +197,8 @@ def render_html(outcomes, variants, per_claim, errors, stamp, failed_points=None
         f"<p class='note'>attnlab {__version__}, written {stamp} from the results store alone. "
         f"{plural(len(outcomes), 'claim')}: {counts['holds']} hold, {counts['fails']} fail, "
         f"{counts['inconclusive']} inconclusive; {cannot} could not have come out the other way "
-        "('cannot fail' or 'cannot hold': no perturbation of their predictions up to 50% and no control of the opposite "
-        f"outcome changes them). {plural(len(variants), 'variant')} "
+        "('cannot fail' or 'cannot hold': no perturbation of their predictions up to 50% and no control "
+        f"of the opposite outcome changes them). {plural(len(variants), 'variant')} "
         "(runs with overrides) are shown beside their claims.</p>",
     ]
     parts += _board(outcomes, variants)
