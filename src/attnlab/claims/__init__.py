@@ -12,13 +12,13 @@ import os
 
 from attnlab.engine.protocol import (
     KINDS,
-    Control,
-    Predict,
     PROFILES,
     VERDICTS,
     Claim,
+    Control,
     Grid,
     Point,
+    Predict,
     Result,
     Row,
     Verdict,
