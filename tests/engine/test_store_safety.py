@@ -138,10 +138,22 @@ def test_workers_exit_when_the_driver_is_killed(tmp_path):
         env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     driver = psutil.Process(proc.pid)
+
+    def workers() -> list:
+        """The driver's pool workers (spawned interpreters); short-lived children (git) are skipped."""
+        out = []
+        for k in driver.children(recursive=True):
+            try:
+                if "spawn_main" in " ".join(k.cmdline()):
+                    out.append(k)
+            except (psutil.Error, OSError):  # it ended while we looked
+                continue
+        return out
+
     deadline = time.time() + 60
     kids: list = []
-    while time.time() < deadline and len([k for k in kids if "attnlab" not in " ".join(k.cmdline())]) < 2:
-        kids = driver.children(recursive=True)
+    while time.time() < deadline and len(kids) < 2:
+        kids = workers()
         time.sleep(0.5)
     assert len(kids) >= 2, "the workers never started"
     os.kill(proc.pid, signal.SIGKILL)
