@@ -1,7 +1,5 @@
 """The claims of paper C: registry and theory-vs-adam's quick setting (per claim: tests/claims/highdim/)."""
 
-import pytest
-
 from attnlab.claims.highdim import CLAIMS
 from attnlab.engine.protocol import Row
 
@@ -52,14 +50,3 @@ def test_tva_quick_profile_is_the_issue_setting():
     assert len({a for a, _ in pairs}) >= 2 and len({lam for _, lam in pairs}) >= 2
     assert all(sum((p["alpha"], p["lam"]) == k for p in sim) >= 2 for k in pairs)
     assert sorted((p["alpha"], p["lam"]) for p in th) == sorted(pairs)
-
-
-@pytest.fixture
-def one_thread():
-    # the engine runs each point on one thread; do the same here
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)

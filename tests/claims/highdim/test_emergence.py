@@ -58,7 +58,7 @@ def test_drop_share_by_hand():
     assert math.isnan(_drop_share([1.0, 2.0], [1.0, 1.0], [True])[0])
 
 
-def test_real_point(one_thread):
+def test_real_point():
     p = CLAIM.points("quick", overrides={"d": 10, "max_steps": 30})[3]
     res = CLAIM.run(p)
     ev = res.arrays["eigenvalues"]
@@ -66,13 +66,3 @@ def test_real_point(one_thread):
         res.metrics["outliers_sim"] == int(np.sum(ev > res.metrics["edge"]))
         and res.metrics["outliers_theory"] >= 1
     )
-
-
-@pytest.fixture
-def one_thread():
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)

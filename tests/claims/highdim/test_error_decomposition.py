@@ -43,19 +43,9 @@ def test_each_part_is_a_prediction_that_can_flip_it():
     assert not pw.cannot_fail
 
 
-def test_real_point_on_a_power_law_target(one_thread):
+def test_real_point_on_a_power_law_target():
     p = CLAIM.points("quick", overrides={"d": 12, "max_steps": 40, "draws": 2})[0]
     m = CLAIM.run(p).metrics
     # the split is exact on both sides; the power law's strongest directions are recovered
     assert m["parts_sum"] == pytest.approx(m["total"], rel=1e-10) and m["n_recovered"] >= 1
     assert m["pred_total"] == pytest.approx(sum(m[f"pred_{k}"] for k in PARTS), rel=1e-10)
-
-
-@pytest.fixture
-def one_thread():
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)

@@ -64,18 +64,8 @@ def test_grids_straddle_the_threshold():
         assert max(np.diff(al)) <= 0.1 * A_INTERP + 1e-12 and len({p.p.d for p in pts}) >= 2
 
 
-def test_real_point_records_the_threshold(one_thread):
+def test_real_point_records_the_threshold():
     p = CLAIM.points("quick", overrides={"d": 8, "max_steps": 50})[0]
     m = CLAIM.run(p).metrics
     assert m["alpha_interp"] == pytest.approx(A_INTERP, rel=1e-6) and m["steps"] <= 50
     assert m["train_loss"] >= m["data_loss"] > 0
-
-
-@pytest.fixture
-def one_thread():
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)

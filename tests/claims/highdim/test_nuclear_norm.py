@@ -3,8 +3,6 @@ small point where the two methods meet."""
 
 from __future__ import annotations
 
-import pytest
-
 from attnlab.claims.highdim.nuclear_norm import CLAIM
 from attnlab.engine.power import resolving_power
 from attnlab.engine.protocol import Row
@@ -34,19 +32,9 @@ def test_verdict_and_control():
     assert FIGURES[CLAIM.id](rows)["nuclear_norm"].axes[0].get_xlabel()
 
 
-def test_real_point_meets(one_thread):
+def test_real_point_meets():
     p = CLAIM.points("quick", overrides={"d": 8, "alpha": 1.5})[0]
     m = CLAIM.run(p).metrics
     assert m["rel_gap"] < 1e-3 and m["prox_converged"]
     ctrl = next(q for q in CLAIM.points("quick", overrides={"d": 8, "alpha": 1.5}) if q.control)
     assert ctrl.p.adam_lam_scale == 4.0 and CLAIM.run(ctrl).metrics["rel_gap"] > 1e-3
-
-
-@pytest.fixture
-def one_thread():
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)

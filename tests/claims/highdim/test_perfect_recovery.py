@@ -74,7 +74,7 @@ def test_off_grid_is_outside_and_the_grids_straddle():
         assert {p.alpha for p in pts if not p.factorised} == {0.23} and APR < 0.23 < AUNF
 
 
-def test_real_point_thresholds(one_thread):
+def test_real_point_thresholds():
     from attnlab.highdim import perfect_recovery_threshold
 
     p = CLAIM.points("quick", overrides={"d": 8, "max_steps": 30})[0]
@@ -82,13 +82,3 @@ def test_real_point_thresholds(one_thread):
     # ᾱ = α (T² + T − 2)/2 = 2α at T = 2
     assert m["alpha_pr"] == pytest.approx(perfect_recovery_threshold(0.5) / 2, rel=1e-12)
     assert (m["alpha_bo"], m["alpha_pr_unfactorised"]) == pytest.approx((0.375 / 2, 0.25), rel=1e-12)
-
-
-@pytest.fixture
-def one_thread():
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)

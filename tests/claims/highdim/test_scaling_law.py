@@ -69,7 +69,7 @@ def test_quick_profile_is_in_the_regime():
     assert {g for s, g in full if s == "theory"} == {0.75, 1.0, 2.0} and ("simulation", 1.0) in full
 
 
-def test_scaling_simulation_point_is_a_paired_excess(one_thread):
+def test_scaling_simulation_point_is_a_paired_excess():
     from attnlab.engine.protocol import Point
 
     c = CLAIM
@@ -87,13 +87,3 @@ def test_scaling_simulation_point_is_a_paired_excess(one_thread):
     m = r.metrics
     assert m["excess"] == pytest.approx(m["test_error"] - m["e0"], abs=1e-15)
     assert m["e0"] > 0 and m["steps"] <= 200
-
-
-@pytest.fixture
-def one_thread():
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)

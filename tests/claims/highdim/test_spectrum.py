@@ -4,7 +4,6 @@ resolving power of both predictions, the theory side's bulk split, and thin data
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from attnlab.claims.highdim.spectrum import CLAIM
 from attnlab.engine.power import resolving_power
@@ -60,7 +59,7 @@ def test_one_seed_is_outside_and_quick_is_the_issue_setting():
     assert {4.0, 40.0} <= {p.alpha for p in pts if p.side == "theory"}
 
 
-def test_real_points(one_thread):
+def test_real_points():
     from attnlab.highdim import ks_to_tabulated
 
     pts = CLAIM.points("quick", overrides={"d": 12, "max_steps": 30})
@@ -74,13 +73,3 @@ def test_real_points(one_thread):
     assert abs(res.metrics["ks"] - ks) < 1e-12
     th = next(p for p in pts if p.p.side == "theory" and p.p.alpha == 40.0)
     assert CLAIM.run(th).metrics["pieces"] == 2  # the bulk has split at α = 40
-
-
-@pytest.fixture
-def one_thread():
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)

@@ -63,7 +63,7 @@ def test_a_few_percent_on_the_theory_side_flips_it():
     assert pw.flips["se_test_error"] == {"+": 0.05, "-": 0.05} and not pw.cannot_fail
 
 
-def test_set_reaches_both_sides(one_thread):
+def test_set_reaches_both_sides():
     from attnlab.highdim import TrainConfig, simulate
 
     pts = CLAIM.points("quick", overrides={"kappa0": 0.3, "noise": 0.2, "d": 8, "max_steps": 40})
@@ -74,13 +74,3 @@ def test_set_reaches_both_sides(one_thread):
         8, sim.p.alpha, kappa0=0.3, noise=0.2, lam=sim.p.lam, seed=sim.seed, config=TrainConfig(max_steps=40)
     )
     assert got["sim_test_error"] == ref.test_error and got["sim_train_loss"] == ref.train_loss
-
-
-@pytest.fixture
-def one_thread():
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)

@@ -68,20 +68,10 @@ def test_predictions_flip_within_five_percent(mod):
     assert not pw.cannot_fail
 
 
-def test_theory_points_use_the_setting(one_thread):
+def test_theory_points_use_the_setting():
     from attnlab.highdim import Setting, state_evolution
 
     p = next(q for q in temperature.CLAIM.points("quick", overrides={"nodes": 512}) if q.p.side == "theory")
     got = temperature.CLAIM.run(p).metrics["se_test_error"]
     ref = state_evolution(Setting(lam=0.01, beta=2.0, beta0=2.0), 0.3016, nodes=512).test_error
     assert got == ref
-
-
-@pytest.fixture
-def one_thread():
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
