@@ -151,9 +151,8 @@ def claims_power(
     registry = {c.id: c for c in all_claims()}
     if claim_id is not None and claim_id not in registry:
         raise UsageError("ID", "a claim id (see 'attnlab claims list')", claim_id)
-    import os
 
-    with Store(db, readonly=not os.access(out, os.W_OK)) as store:
+    with Store(db, readonly=True) as store:
         stored = [v for v in store.latest_verdicts(claim_id) if not v.variant and v.claim_id in registry]
         if claim_id is not None and not stored:
             raise UsageError("ID", f"a claim with a stored run in {out} (run it first)", claim_id)

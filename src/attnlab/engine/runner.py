@@ -28,7 +28,6 @@ __all__ = [
     "ClaimOutcome",
     "StoreLocked",
     "run_claims",
-    "claim_outcome",
     "decide_run",
     "default_workers",
     "git_revision",
@@ -368,25 +367,4 @@ def outcome_from_stored(sv: StoredVerdict) -> ClaimOutcome:
         run_id=sv.run_id,
         point_ids=tuple(sv.point_ids),
         overrides=sv.overrides,
-    )
-
-
-def claim_outcome(store: Store, claim: Claim, point_ids: Sequence[str], profile: str) -> ClaimOutcome:
-    """Decide stored rows of ``point_ids`` with the claim's current code (nothing is stored)."""
-    rows = store.rows(point_ids, with_arrays=True)
-    v = claim.decide(rows)
-    p = resolving_power(claim, rows, v) if rows else Power("n/a", False)
-    return ClaimOutcome(
-        claim_meta(claim),
-        profile,
-        "",
-        claim.version,
-        v,
-        p,
-        len(rows),
-        sum(not r.ok for r in rows),
-        len(point_ids) - len(rows),
-        sum(r.runtime_s for r in rows),
-        0,
-        tuple(point_ids),
     )

@@ -317,18 +317,6 @@ class Store:
     def end_run(self, run_id: int) -> None:
         self._con.execute("UPDATE runs SET ended = ? WHERE run_id = ?", (now_utc(), run_id))
 
-    def latest_runs(self) -> list[RunRecord]:
-        """The latest run of each claim (any profile), in claim order of first appearance."""
-        q = (
-            "SELECT run_id, claim_id, profile, root_seed, overrides, point_ids, backend, started, ended "
-            "FROM runs WHERE run_id IN (SELECT MAX(run_id) FROM runs GROUP BY claim_id) ORDER BY run_id"
-        )
-        return [
-            RunRecord(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), r[6], r[7], r[8])
-            for r in self._con.execute(q)
-        ]
-
-    # -- verdicts ---------------------------------------------------------------------------
     def write_verdict(self, v: StoredVerdict) -> None:
         """Store the verdict of run ``v.run_id`` (replacing an earlier one for that run)."""
         self._con.execute(
@@ -412,14 +400,3 @@ class Store:
             return {}
         row = self._con.execute("SELECT value FROM meta WHERE key = 'not_testable'").fetchone()
         return json.loads(row[0]) if row else {}
-
-    def run(self, run_id: int) -> RunRecord | None:
-        """One stored run."""
-        r = self._con.execute(
-            "SELECT run_id, claim_id, profile, root_seed, overrides, point_ids, backend, started, ended "
-            "FROM runs WHERE run_id = ?",
-            (run_id,),
-        ).fetchone()
-        if r is None:
-            return None
-        return RunRecord(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), r[6], r[7], r[8])

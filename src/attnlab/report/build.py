@@ -53,10 +53,7 @@ def _open(out: Path) -> Store:
     db = out / DB_NAME
     if not db.exists():
         raise ValueError(f"--out: expected a folder holding {DB_NAME}, got {str(out)!r} (nothing stored yet)")
-    import os
-
-    writable = os.access(out, os.W_OK) and os.access(db, os.W_OK)
-    return Store(db, readonly=not writable)
+    return Store(db, readonly=True)  # the report only reads
 
 
 def collect_outcomes(out: str | Path, variants: bool = False) -> list[ClaimOutcome]:
