@@ -215,10 +215,8 @@ class Predict:
 
     def __init__(self, scale: Mapping[str, float] | None = None):
         self.scale = dict(scale or {})
-        self.used: set[str] = set()
 
     def __call__(self, name: str, value: Any) -> Any:
-        self.used.add(name)
         s = self.scale.get(name)
         if s is None:
             return value
@@ -259,11 +257,6 @@ class Control:
 VerdictFn = Callable[..., Verdict]
 
 
-class _Safe(dict):
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"
-
-
 class _Fmt(string.Formatter):
     def format_field(self, value: Any, format_spec: str) -> str:
         if value is None:
@@ -283,7 +276,7 @@ def render(template: str, numbers: Mapping[str, Any]) -> str:
     """Fill ``template`` from ``numbers`` (``{name:.3f}``; a missing name stays as written)."""
     if not template:
         return ""
-    return _Fmt().vformat(template, (), _Safe(jsonable(dict(numbers))))
+    return _Fmt().vformat(template, (), jsonable(dict(numbers)))
 
 
 # ------------------------------------------------------------------------------------- claims
