@@ -78,3 +78,27 @@ def test_nonzero_components_count_the_runs_of_positive_density(delta, eps, piece
     pos = law.density(x) > 1e-9
     runs = int(pos[0]) + int(np.sum(pos[1:] & ~pos[:-1]))
     assert runs == pieces
+
+
+def test_full_cdf_and_resolution_cut_against_the_convolved_law():
+    # the whole law of Ŝ at a planted fixed point: atom μ_δ((−∞, ε]) and, above zero, η·(x − ε) for x
+    # drawn from μ_δ; the cut is where the law's mass above ε and below ε + c/η is 1/d, found here by
+    # bisection on the convolved law's own mass function (an independent computation)
+    s = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=0.01)
+    fp = _fp(0.8, 0.6, eta=1.7)
+    ps = predicted_spectrum(s, fp)
+    law = semicircle_convolution(s.spectrum, 0.8)
+    assert float(ps.cdf(np.array([0.0]))[0]) == pytest.approx(1 - law.mass_above(0.6), abs=1e-9)
+    for t in (0.2, 1.0):
+        expect = 1 - law.mass_above(0.6 + t / 1.7)
+        assert float(ps.cdf(np.array([t]))[0]) == pytest.approx(expect, abs=2e-4)
+    d = 200
+    lo, hi = 0.6, 0.6 + 2.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if law.mass_above(0.6) - law.mass_above(mid) < 1 / d else (lo, mid)
+    # tolerance: the tabulated density's trapezoid CDF against the law's own mass, a relative 1e-3 of a
+    # cut of order 1e-2
+    assert ps.resolution_cut(d) == pytest.approx(1.7 * (lo - 0.6), rel=2e-3)
+    assert ps.resolution_cut(1) == np.inf  # a single eigenvalue cannot resolve anything
+    assert float(ps.cdf(np.array([-1.0]))[0]) == 0.0

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from attnlab.core.validation import check_int
 from attnlab.highdim.convolution import semicircle_convolution
 from attnlab.highdim.setting import Setting
 
@@ -40,6 +41,30 @@ class PredictedSpectrum:
         c = np.concatenate([[0.0], np.cumsum(np.diff(self.x) * (self.density[1:] + self.density[:-1]) / 2)])
         c = c / c[-1] if c[-1] > 0 else c
         return np.interp(np.asarray(x, dtype=float), self.x, c, left=0.0, right=1.0)
+
+    def cdf(self, x: np.ndarray) -> np.ndarray:
+        """CDF of the whole law (atom at zero included) at ``x``: ``atom + r · F_nonzero(x)`` for
+        ``x ≥ 0``, 0 below zero."""
+        xa = np.asarray(x, dtype=float)
+        return np.where(xa < 0, 0.0, self.atom + self.rank_fraction * self.cdf_nonzero(xa))
+
+    def resolution_cut(self, d: int) -> float:
+        """The eigenvalue below which the predicted law puts one non-zero eigenvalue of ``d``: the smallest
+        ``c`` with ``r · F_nonzero(c) = 1/d``.
+
+        At dimension ``d`` an eigenvalue below ``c`` cannot be told from the atom at zero by the law itself
+        (the law expects one eigenvalue there), and a factorised optimiser drives the eigenvalues that
+        belong to the atom to zero only slowly (the gradient along an eigenvalue ``s`` of ``WᵀW`` vanishes
+        like ``√s``), so the atom is measured as the fraction of eigenvalues at or below ``c`` and held
+        against ``cdf(c) = atom + 1/d``. ``inf`` when the non-zero part holds less than ``1/d``.
+        """
+        d = check_int("d", d, min=1)
+        target = 1.0 / (d * self.rank_fraction) if self.rank_fraction > 0 else math.inf
+        if target >= 1.0:
+            return math.inf
+        c = np.concatenate([[0.0], np.cumsum(np.diff(self.x) * (self.density[1:] + self.density[:-1]) / 2)])
+        c = c / c[-1]
+        return float(np.interp(target, c, self.x))
 
 
 def predicted_spectrum(setting: Setting, fp: FixedPoint, points: int = 400) -> PredictedSpectrum:

@@ -84,8 +84,8 @@ def spectrum(rows: Sequence[Row]) -> dict[str, Any]:
     if sims:
         r = sims[0]
         ev = np.concatenate([np.asarray(q.arrays["eigenvalues"]) for q in sims])
-        nz = ev[ev > r.params.get("zero_tol", 1e-3)]
-        ax.hist(nz, bins=40, density=True, alpha=0.5, label=f"Adam, {len(sims)} seed(s) pooled")
+        nz = ev[ev > r.metrics.get("cut", r.params.get("zero_tol", 1e-3))]  # above the atom's cut
+        ax.hist(nz, bins=40, density=True, alpha=0.5, label=f"ERM, {len(sims)} seed(s) pooled")
         x, dens = np.asarray(r.arrays["pred_x"]), np.asarray(r.arrays["pred_density"])
         mass = np.sum(np.diff(x) * (dens[1:] + dens[:-1]) / 2)
         ax.plot(x, dens / max(mass, 1e-300), "r-", label="theory")
