@@ -1,4 +1,4 @@
-"""Empirical risk minimisation by full-batch Adam (docs/highdim.md C2).
+"""Empirical risk minimisation by full-batch Adam or L-BFGS (docs/highdim.md C2).
 
 Factorised student ``S = WᵀW/√(pd)`` with the penalty ``λ‖W‖_F²`` written into the loss (``λ = λ̃/√κ``:
 the API takes λ̃, see :func:`attnlab.highdim.lam_from_lam_tilde`), and the unfactorised baseline: a
@@ -7,6 +7,10 @@ symmetric ``S`` with the Frobenius penalty ``d λ_F ‖S‖_F²``.
 Outputs follow docs/highdim.md C2: ``train_loss`` = (data loss + penalty)/d²; ``test_error`` = per-sample
 squared error summed over the T² entries against noisy labels (seq2seq: ``‖y − ŷ‖²/d``),
 ``test_error_clean`` the same against noiseless labels.
+
+The loss and its gradient in ``S`` are written out by hand (:func:`data_loss_grad`: two matrix products of
+size nT × d × d per evaluation, no autograd graph); the optimisers are written here too (Adam) or driven
+through scipy (L-BFGS-B), so a training imports neither torch's autograd optimisers nor their compiler.
 
 Devices: training runs on the device of the training data (or ``device``); the initialisation is drawn on
 the generator's device and moved there, so a CPU generator gives the same start on every device.
@@ -26,26 +30,28 @@ from attnlab.core.validation import check_choice, check_int, check_real, check_t
 from attnlab.highdim.data import TASKS, Dataset, attention, sample
 from attnlab.highdim.setting import lam_from_lam_tilde
 
-__all__ = ["TrainConfig", "TrainResult", "train_erm", "evaluate", "predict", "simulate"]
+__all__ = ["TrainConfig", "TrainResult", "data_loss_grad", "train_erm", "evaluate", "predict", "simulate"]
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Optimiser settings. ``rtol``: stop when the relative change of the float64 loss stays below it for
-    ``patience`` consecutive steps (after ``min_steps``); ``max_steps`` caps the run.
+    """Optimiser settings.
 
-    ``optimizer``: ``"adam"`` (full-batch Adam at ``lr``, the published protocol) or ``"lbfgs"``
-    (limited-memory BFGS with a strong-Wolfe line search, history ``history``; ``lr``, ``patience`` and
-    ``min_steps`` are not used; it stops when the loss changes by less than ``rtol`` times the initial loss
-    in one iteration; a step is one iteration, which may evaluate the loss more than once:
-    ``TrainResult.evaluations`` counts them; no progress callbacks).
-    ``dtype``: precision of the data, ``S`` and the logits (``"float32"`` halves the cost of the two large
-    matrix products per evaluation); the losses are summed in float64 and the parameters kept in float64
-    whatever ``dtype``.
+    ``optimizer``: ``"lbfgs"`` (limited-memory BFGS, history ``history``, scipy's L-BFGS-B driver with its
+    Moré–Thuente line search; a step is one iteration, which may evaluate the loss more than once:
+    ``TrainResult.evaluations`` counts them) or ``"adam"`` (full-batch Adam at ``lr``, the published
+    protocol, β = (0.9, 0.999), ε = 1e-8).
+    ``rtol``: the stopping tolerance (None: 1e-7 for Adam, 1e-9 for L-BFGS). Adam stops when the relative
+    change of the loss stays below it for ``patience`` consecutive steps (after ``min_steps``); L-BFGS stops
+    when one iteration lowers the loss by less than ``rtol`` times the initial loss (an upper bound of the
+    final one, so at least as strict). ``max_steps`` caps the iterations of either.
+    ``dtype``: precision of the data, ``S``, the logits and the two large matrix products per evaluation
+    (``"float32"`` halves their cost); the losses are summed in float64, the parameters are float64
+    whatever ``dtype``, and the reported losses and errors are evaluated in float64 at the end.
     """
 
     lr: float = 0.1  # published: 0.1
-    rtol: float = 1e-7
+    rtol: float | None = None
     patience: int = 10
     min_steps: int = 100
     max_steps: int = 3000
@@ -56,7 +62,8 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_real("lr", self.lr, min=0.0, min_open=True)
-        check_real("rtol", self.rtol, min=0.0)
+        if self.rtol is not None:
+            check_real("rtol", self.rtol, min=0.0)
         check_int("patience", self.patience, min=1)
         check_int("min_steps", self.min_steps, min=0)
         check_int("max_steps", self.max_steps, min=1)
@@ -65,13 +72,22 @@ class TrainConfig:
         check_choice("dtype", self.dtype, ("float64", "float32"))
         check_int("history", self.history, min=1)
 
+    @property
+    def tolerance(self) -> float:
+        """``rtol``, or the optimiser's default when it is None."""
+        if self.rtol is not None:
+            return self.rtol
+        return DEFAULT_RTOL[self.optimizer]
+
     @classmethod
     def fast(cls, **kw) -> TrainConfig:
-        """L-BFGS in float32 with float64 sums, stopping when the loss changes by less than 1e-9 of the
-        initial loss in one iteration: on the published setting it reaches a lower training loss than the
-        published Adam protocol in about a third of the loss evaluations (bench/bench_highdim.py)."""
-        base = dict(optimizer="lbfgs", dtype="float32", rtol=1e-9)
+        """L-BFGS in float32 with float64 sums: on the published setting it reaches a lower training loss
+        than the published Adam protocol in about a third of the loss evaluations (bench/bench_highdim.py)."""
+        base = dict(optimizer="lbfgs", dtype="float32")
         return cls(**(base | kw))
+
+
+DEFAULT_RTOL = {"adam": 1e-7, "lbfgs": 1e-9}
 
 
 @dataclass(frozen=True)
@@ -129,6 +145,143 @@ def evaluate(S: torch.Tensor, data: Dataset, beta: float = 1.0) -> tuple[float, 
     )
 
 
+def data_loss_grad(
+    S: torch.Tensor, X: torch.Tensor, y: torch.Tensor, beta: float, task: str, grad: bool = True
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The data loss ``L(S) = Σ_μ ‖y_μ − ŷ_μ(S)‖²`` (seq2seq: divided by d) and its gradient in S, by hand.
+
+    ``S`` (d, d) symmetric, ``X`` (n, T, d) and ``y`` in ``S``'s dtype. Returns ``(L, G)``: ``L`` a float64
+    scalar tensor (the n terms are summed in float64), ``G`` (d, d) symmetric in ``S``'s dtype (None when
+    ``grad`` is False): the derivative along symmetric directions, ``dL = ⟨G, dS⟩``.
+
+    Chain rule: ``A = rowsoftmax(β Z)``; ``∂L/∂A = 2 R`` (seq2lab: ``R = A − y``; seq2seq:
+    ``R = (AX − y) Xᵀ/d``); through the softmax, ``∂L/∂Z = β A ⊙ (2R − rowsum(2R ⊙ A))``; through the
+    logits ``Z = (X S Xᵀ − Tr S · I)/√d``, ``G = Σ_μ [X_μᵀ D_μ X_μ − Tr D_μ · I]/√d`` with ``D`` the
+    symmetric part of ``∂L/∂Z``: two (nT × d) by (d × d) products, the cost of an evaluation.
+    """
+    n, T, d = X.shape
+    Xf = X.reshape(n * T, d)
+    XS = (Xf @ S).view(n, T, d)  # (n, T, d)
+    Z = torch.bmm(XS, X.transpose(1, 2))  # (n, T, T)
+    Z.diagonal(dim1=1, dim2=2).sub_(torch.trace(S))
+    Z.mul_(beta / math.sqrt(d))  # β Z
+    A = torch.softmax(Z, dim=-1)  # (n, T, T)
+    if task == "seq2seq":
+        R = torch.bmm(A, X).sub_(y)  # (n, T, d)
+        loss = R.square().sum(dtype=torch.float64) / d
+        dA = torch.bmm(R, X.transpose(1, 2)).mul_(2.0 / d) if grad else None  # (n, T, T)
+    else:
+        R = A - y  # (n, T, T)
+        loss = R.square().sum(dtype=torch.float64)
+        dA = R.mul_(2.0) if grad else None
+    if not grad:
+        return loss, None
+    D = A * (dA - (dA * A).sum(-1, keepdim=True))  # ∂L/∂(βZ), (n, T, T)
+    D = (D + D.transpose(1, 2)).mul_(beta / (2 * math.sqrt(d)))  # symmetric part, times β/√d
+    G = Xf.T @ torch.bmm(D, X).view(n * T, d)  # (d, d)
+    G.diagonal().sub_(D.diagonal(dim1=1, dim2=2).sum())
+    return loss, (G + G.T) / 2  # symmetric up to rounding: made exactly so
+
+
+class _Problem:
+    """The objective ``data loss + penalty`` as a function of the float64 parameter (factor W, or B for the
+    unfactorised student), with its gradient; data in the compute dtype."""
+
+    def __init__(
+        self, X: torch.Tensor, y: torch.Tensor, task: str, beta: float, factorised: bool, p: int, reg: float
+    ):
+        self.X, self.y, self.task, self.beta = X, y, task, beta
+        self.factorised, self.reg = factorised, reg
+        d = X.shape[-1]
+        self.d = d
+        self.c = math.sqrt(p * d) if factorised else 2 * math.sqrt(d)  # S = WᵀW/c or (B + Bᵀ)/c
+
+    def S(self, P: torch.Tensor) -> torch.Tensor:
+        return P.T @ P / self.c if self.factorised else (P + P.T) / self.c
+
+    def penalty(self, P: torch.Tensor) -> float:
+        if self.factorised:
+            return self.reg * float(P.square().sum())  # λ‖W‖²
+        return self.d * self.reg * float(self.S(P).square().sum())  # d λ_F ‖S‖²
+
+    def __call__(self, P: torch.Tensor, grad: bool = True) -> tuple[float, torch.Tensor | None]:
+        """(data loss + penalty, its gradient in P (float64) or None)."""
+        S = self.S(P)
+        loss, G = data_loss_grad(S.to(self.X.dtype), self.X, self.y, self.beta, self.task, grad)
+        value = float(loss) + self.penalty(P)
+        if not grad:
+            return value, None
+        G = G.to(P.dtype)
+        if self.factorised:  # dS = (dWᵀ W + Wᵀ dW)/c, G symmetric: ∂/∂W = 2 W G / c; penalty 2λW
+            return value, (2.0 / self.c) * (P @ G) + (2.0 * self.reg) * P
+        # dS = (dB + dBᵀ)/c: ∂/∂B = 2G/c; penalty d λ_F ‖S‖²: ∂/∂S = 2 d λ_F S
+        return value, (2.0 / self.c) * (G + (2.0 * self.d * self.reg) * S)
+
+
+def _adam(f: _Problem, P: torch.Tensor, cfg: TrainConfig, progress) -> tuple[torch.Tensor, int, bool]:
+    """Full-batch Adam (Kingma & Ba, bias-corrected moments) with the relative-change stopping rule."""
+    b1, b2, eps, tol = 0.9, 0.999, 1e-8, cfg.tolerance
+    m, v = torch.zeros_like(P), torch.zeros_like(P)
+    prev, calm, steps, converged = math.inf, 0, 0, False
+    for steps in range(1, cfg.max_steps + 1):
+        loss, g = f(P)
+        if not math.isfinite(loss):
+            break
+        m.mul_(b1).add_(g, alpha=1 - b1)
+        v.mul_(b2).addcmul_(g, g, value=1 - b2)
+        denom = (v / (1 - b2**steps)).sqrt_().add_(eps)
+        P = P - (cfg.lr / (1 - b1**steps)) * m / denom
+        rel = abs(prev - loss) / max(abs(loss), 1e-300)
+        calm = calm + 1 if rel < tol else 0
+        prev = loss
+        if progress is not None and steps % 10 == 0:
+            progress(steps, loss / f.d**2)
+        if steps >= cfg.min_steps and calm >= cfg.patience:
+            converged = True
+            break
+    return P, steps, converged
+
+
+def _lbfgs(f: _Problem, P: torch.Tensor, cfg: TrainConfig, progress) -> tuple[torch.Tensor, int, int, bool]:
+    """L-BFGS (scipy's L-BFGS-B without bounds) on the loss scaled by its initial value, so that scipy's
+    test ``(f_k − f_{k+1}) / max(|f_k|, |f_{k+1}|, 1) <= ftol`` is a change of ``rtol`` times that value."""
+    from scipy.optimize import minimize
+
+    shape, dev = P.shape, P.device
+    f0 = max(abs(f(P, grad=False)[0]), 1e-300)
+    evals = [1]
+
+    def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
+        evals[0] += 1
+        loss, g = f(torch.from_numpy(x).view(shape).to(dev))
+        return loss / f0, (g / f0).reshape(-1).cpu().numpy()
+
+    def callback(intermediate_result) -> None:
+        it[0] += 1
+        if progress is not None and it[0] % 10 == 0:
+            progress(it[0], intermediate_result.fun * f0 / f.d**2)
+
+    it = [0]
+    res = minimize(
+        fun,
+        P.reshape(-1).cpu().numpy(),
+        jac=True,
+        method="L-BFGS-B",
+        callback=callback,
+        options=dict(
+            maxiter=cfg.max_steps,
+            maxfun=cfg.max_steps * 5,
+            maxcor=cfg.history,
+            ftol=cfg.tolerance,
+            gtol=0.0,
+        ),
+    )
+    P = torch.from_numpy(res.x).view(shape).to(dev)
+    # converged: stopped by the change of the loss (status 0); not by the step or evaluation cap (1) nor
+    # by a line search that found no lower point (2)
+    return P, int(res.nit), evals[0], bool(res.status == 0 and np.isfinite(res.fun))
+
+
 def train_erm(
     train: Dataset,
     test: Dataset | None = None,
@@ -142,7 +295,7 @@ def train_erm(
     progress: Callable[[int, float], None] | None = None,
     device: torch.device | str | None = None,
 ) -> TrainResult:
-    """Train the tied single-head student by full-batch Adam.
+    """Train the tied single-head student by full-batch Adam or L-BFGS (``config.optimizer``).
 
     Parameters
     ----------
@@ -163,115 +316,38 @@ def train_erm(
     progress : callable(step, loss), optional
         Called every 10 steps (e.g. to drive a progress bar).
     device : torch.device or str, optional
-        Where Adam and the eigen-decomposition run (None: the device of ``train.X``); the samples are
-        moved there.
+        Where the training and the eigen-decomposition run (None: the device of ``train.X``); the samples
+        are moved there.
     """
     cfg = config or TrainConfig()
     lam = check_real("lam", lam, min=0.0)
     kappa = check_real("kappa", kappa, min=0.0, min_open=True)
     beta = check_real("beta", beta, min=0.0, min_open=True)
     task = check_choice("task", train.task, TASKS)
-    X = check_tensor("train.X", train.X, ndim=3)
-    dev = X.device if device is None else torch.device(device)
+    X64 = check_tensor("train.X", train.X, ndim=3)
+    dev = X64.device if device is None else torch.device(device)
     wdt = torch.float32 if cfg.dtype == "float32" else torch.float64
-    X = X.to(dev, wdt)
-    n, T, d = X.shape
-    y = train.y.to(dev, wdt)
+    X64, y64 = X64.to(dev, torch.float64), train.y.to(dev, torch.float64)
+    n, T, d = X64.shape
     p = max(1, round(kappa * d))
     if factorised:
-        wd = lam_from_lam_tilde(lam, kappa)
         where = draw_device(generator, torch.device("cpu"))
-        param = torch.randn(p, d, generator=generator, dtype=torch.float64, device=where)
-        param = param.to(dev).requires_grad_(True)
-
-        def make_S(P: torch.Tensor) -> torch.Tensor:
-            return P.T @ P / math.sqrt(p * d)
-
-        def penalty(P: torch.Tensor) -> torch.Tensor:
-            return wd * (P**2).sum()
+        P0 = torch.randn(p, d, generator=generator, dtype=torch.float64, device=where).to(dev)
+        reg = lam_from_lam_tilde(lam, kappa)
     else:
-        param = torch.zeros(d, d, dtype=torch.float64, device=dev, requires_grad=True)
-
-        def make_S(P: torch.Tensor) -> torch.Tensor:
-            return (P + P.T) / (2 * math.sqrt(d))
-
-        def penalty(P: torch.Tensor) -> torch.Tensor:
-            return d * lam * (make_S(P) ** 2).sum()
-
-    eye = torch.eye(T, dtype=wdt, device=dev)
-
-    def data_loss_of(P: torch.Tensor) -> torch.Tensor:
-        S = make_S(P).to(wdt)
-        Z = (X @ S @ X.transpose(-1, -2) - torch.trace(S) * eye) / math.sqrt(d)  # (n, T, T)
-        A = torch.softmax(beta * Z, dim=-1)
-        yh = A @ X if task == "seq2seq" else A
-        return _sq_err(y, yh, task).sum(dtype=torch.float64)  # float64 sum of n terms
-
-    evals = 0
-
-    threads = torch.get_num_threads()
-
-    def closure() -> torch.Tensor:
-        nonlocal evals
-        evals += 1
-        if cfg.optimizer == "lbfgs":
-            torch.set_num_threads(threads)
-        opt.zero_grad()
-        loss = data_loss_of(param) + penalty(param)
-        loss.backward()
-        if cfg.optimizer == "lbfgs":
-            torch.set_num_threads(1)
-        return loss.detach()
-
-    prev, calm, steps, converged = math.inf, 0, 0, False
-    loss_val = math.inf
+        P0 = torch.zeros(d, d, dtype=torch.float64, device=dev)
+        reg = lam
+    f = _Problem(X64.to(wdt), y64.to(wdt), task, beta, factorised, p, reg)
     if cfg.optimizer == "lbfgs":
-        # one call runs all iterations (a call per iteration would evaluate the loss once more each time);
-        # the stopping rule is torch's: a change of the loss between iterations below the tolerance,
-        # here rtol times the initial loss (an upper bound of the final one, so at least as strict)
-        with torch.no_grad():
-            first = float(data_loss_of(param) + penalty(param))
-        opt = torch.optim.LBFGS(
-            [param],
-            lr=1.0,
-            max_iter=cfg.max_steps,
-            max_eval=cfg.max_steps * 5 // 4,
-            history_size=cfg.history,
-            tolerance_grad=0.0,
-            tolerance_change=cfg.rtol * abs(first),
-            line_search_fn="strong_wolfe",
-        )
-        # the optimiser's own work is dot products and axpys on p·d values: on one thread (thread start-up
-        # and contention cost more than they save there); the loss evaluations use every thread
-        torch.set_num_threads(1)
-        try:
-            opt.step(closure)
-        finally:
-            torch.set_num_threads(threads)
-        steps = int(opt.state[param]["n_iter"])
-        with torch.no_grad():
-            loss_val = float(data_loss_of(param) + penalty(param))
-        converged = math.isfinite(loss_val) and steps < cfg.max_steps
+        P, steps, evals, converged = _lbfgs(f, P0, cfg, progress)
     else:
-        opt = torch.optim.Adam([param], lr=cfg.lr)
-    for steps in range(1, cfg.max_steps + 1) if cfg.optimizer == "adam" else ():
-        loss_val = float(closure())
-        if not math.isfinite(loss_val):
-            break
-        opt.step()
-        rel = abs(prev - loss_val) / max(abs(loss_val), 1e-300)
-        calm = calm + 1 if rel < cfg.rtol else 0
-        prev = loss_val
-        if progress is not None and steps % 10 == 0:
-            progress(steps, loss_val / d**2)
-        if steps >= cfg.min_steps and calm >= cfg.patience:
-            converged = True
-            break
+        P, steps, converged = _adam(f, P0, cfg, progress)
+        evals = steps
+    exact = f if wdt == torch.float64 else _Problem(X64, y64, task, beta, factorised, p, reg)
+    final = exact(P, grad=False)[0] / d**2  # reported in float64
+    S = exact.S(P)
+    dl = final - exact.penalty(P) / d**2
     with torch.no_grad():
-        P = param.detach()
-        dl = float(data_loss_of(P)) / d**2
-        final = dl + float(penalty(P)) / d**2
-        S = make_S(P)
         ev = torch.linalg.eigvalsh(S).cpu().numpy()
         te, tc = evaluate(S, test, beta) if test is not None else (math.nan, math.nan)
     return TrainResult(
@@ -281,10 +357,10 @@ def train_erm(
         test_error=te,
         test_error_clean=tc,
         steps=steps,
-        converged=converged,
+        converged=converged and math.isfinite(final),
         rank=int(np.sum(ev > cfg.rank_tol)),
         eigenvalues=ev,
-        evaluations=evals if cfg.optimizer == "lbfgs" else steps,
+        evaluations=evals,
     )
 
 
