@@ -70,7 +70,18 @@ def test_set_reaches_both_sides():
     assert {(p.p.kappa0, p.p.noise) for p in pts} == {(0.3, 0.2)}
     sim = next(p for p in pts if p.p.side == "simulation")
     got = CLAIM.run(sim).metrics
-    ref = simulate(
-        8, sim.p.alpha, kappa0=0.3, noise=0.2, lam=sim.p.lam, seed=sim.seed, config=TrainConfig(max_steps=40)
-    )
+    cfg = TrainConfig.fast(max_steps=40)  # the claim's default: L-BFGS, float32 logits, float64 sums
+    ref = simulate(8, sim.p.alpha, kappa0=0.3, noise=0.2, lam=sim.p.lam, seed=sim.seed, config=cfg)
     assert got["sim_test_error"] == ref.test_error and got["sim_train_loss"] == ref.train_loss
+
+
+def test_published_adam_protocol_is_a_setting():
+    # --set optimizer=adam dtype=float64 rtol=... reaches the trainer: the published protocol
+    from attnlab.claims.highdim._common import train_config
+    from attnlab.highdim import TrainConfig
+
+    over = {"optimizer": "adam", "dtype": "float64", "rtol": 1e-7, "max_steps": 1500}
+    sim = next(p for p in CLAIM.points("quick", overrides=over) if p.p.side == "simulation")
+    assert train_config(sim.p) == TrainConfig(max_steps=1500, rtol=1e-7)
+    default = next(p for p in CLAIM.points("quick") if p.p.side == "simulation")
+    assert train_config(default.p) == TrainConfig.fast(max_steps=1500)

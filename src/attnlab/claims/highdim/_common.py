@@ -1,7 +1,7 @@
-"""What the claims of paper C share: the Adam configuration, the problem setting, row bookkeeping.
+"""What the claims of paper C share: the ERM optimiser's configuration, the problem setting, row bookkeeping.
 
-Devices: the random inputs (targets, sequences, label noise, Adam's initialisation) are drawn from CPU
-generators exactly as on CPU and moved to ``point.device``, where the labels, the Adam ERM training, the test
+Devices: the random inputs (targets, sequences, label noise, the student's initialisation) are drawn from CPU
+generators exactly as on CPU and moved to ``point.device``, where the labels, the ERM training, the test
 errors and the eigen-decompositions of trained matrices run (float64). The state evolution (numpy/scipy
 quadrature and small batched Newton solves) and the thresholds stay on CPU: theory-only rows record
 ``"device": "cpu"``, rows with a simulation record where it ran.
@@ -32,10 +32,15 @@ def ok_rows(rows: Sequence[Row]) -> tuple[list[Row], str]:
 
 
 def train_config(p: Any):
-    """Adam's configuration from a claim's ``Params`` (fields ``max_steps`` and ``rtol``)."""
+    """The ERM optimiser from a claim's ``Params``: fields ``max_steps`` and ``rtol`` (None: the optimiser's
+    default), and ``optimizer`` (``"lbfgs"`` or ``"adam"``) and ``dtype`` where the ``Params`` has them;
+    a ``Params`` without ``optimizer`` keeps the published protocol (Adam in float64)."""
     from attnlab.highdim import TrainConfig
 
-    return TrainConfig(max_steps=int(p.max_steps), rtol=float(p.rtol))
+    optimizer = getattr(p, "optimizer", "adam")
+    dtype = getattr(p, "dtype", "float64")
+    rtol = None if p.rtol is None else float(p.rtol)
+    return TrainConfig(max_steps=int(p.max_steps), rtol=rtol, optimizer=optimizer, dtype=dtype)
 
 
 def setting(p: Any, **over: Any):

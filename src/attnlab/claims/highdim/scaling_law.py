@@ -2,7 +2,8 @@
 ``(n/d)^(−1 + 1/(2γ))`` for d ≪ n ≪ d² at small λ (docs/highdim.md C6).
 
 Two sides, as separate points of one grid (``side``): the finite-d state evolution with the power-law
-spectrum (one point per α and γ) and Adam ERM on a Haar-rotated power-law target (seed replicates per α).
+spectrum (one point per α and γ) and ERM (L-BFGS; Adam with ``--set optimizer=adam``) on a Haar-rotated
+power-law target (seed replicates per α).
 Both measure the excess test error ``e − e0`` against noisy labels, ``e0`` being the error of the target
 itself (state evolution: at q = m = Q0 on the same nodes; simulation: S0 on the same test sequences, a
 paired difference), and fit the exponent against n/d (:func:`attnlab.highdim.power_law_fit`).
@@ -16,7 +17,7 @@ of α (:func:`attnlab.highdim.local_exponents`), restricted to the regime (n/d �
 Verdict rule, on the state-evolution side: "holds" when every plateau's exponent is within
 ``max(plateau spread, 0.03)`` of the prediction ``exponent = −1 + 1/(2γ)``; "fails" when one is not;
 "inconclusive" when no curve plateaus in the regime (the local exponents drift; they are reported). The
-whole-range fit and the simulation's exponent (Adam, full profile, seed mean with its standard error) are
+whole-range fit and the simulation's exponent (ERM, full profile, seed mean with its standard error) are
 second readings, labelled and reported, not deciding.
 """
 
@@ -45,7 +46,7 @@ LAM_FRACTION = 0.1  # λ̃ ≪ √(n/d²): λ̃ at most this times √α
 class Params:
     side: Literal["simulation", "theory"] = "theory"  # which side this point computes
     alpha: float = 0.01  # sample ratio n/d²
-    d: int = 800  # dimension (of the finite-d spectrum, or of the Adam run)
+    d: int = 800  # dimension (of the finite-d spectrum, or of the ERM run)
     gamma: float = 1.0  # power-law exponent of the target's eigenvalues s_i ∝ i^(−γ)
     noise: float = 0.5  # label-noise variance Δ (large: the noise-limited regime starts early)
     lam: float = 1e-3  # λ̃
@@ -53,8 +54,10 @@ class Params:
     tokens: int = 2  # sequence length T
     nodes: int = 2048  # quadrature nodes of the state evolution
     n_test: int = 4000  # test sequences of the simulation side
-    max_steps: int = 2000  # Adam step cap
-    rtol: float = 1e-7  # Adam stops when the relative loss change stays below this
+    optimizer: Literal["lbfgs", "adam"] = "lbfgs"  # ERM optimiser ("adam": the published protocol)
+    dtype: Literal["float32", "float64"] = "float32"  # precision of data and logits (sums in float64)
+    max_steps: int = 2000  # optimiser step cap
+    rtol: float | None = None  # stopping tolerance (None: the optimiser's default, TrainConfig.rtol)
 
 
 def run(point: Point) -> Result:
@@ -215,7 +218,7 @@ CLAIM = Claim(
     statement="With a power-law target (γ > 1/2) the excess test error decays like (n/d)^(−1 + 1/(2γ)) for "
     "d ≪ n ≪ d² and λ̃ ≪ √(n/d²): the local exponents of the finite-d state evolution plateau there at "
     "that value.",
-    version=3,
+    version=4,
     params=Params,
     grids={
         # quick: the finite-d state evolution at d = 800 for γ = 1, n/d from 2 to 32 (five points, four

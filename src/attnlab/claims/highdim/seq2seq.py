@@ -34,7 +34,7 @@ CLAIM = Claim(
     paper=tva.PAPER,
     statement="Adam trained on the seq2seq task matches the same state evolution as seq2lab (test error and "
     "training loss within 3% + 2 standard errors of the seed mean at d = 100).",
-    version=1,
+    version=2,
     params=Params,
     grids={
         "quick": Grid(

@@ -50,7 +50,7 @@ CLAIM = Claim(
     paper=tva.PAPER,
     statement="At β = β0 ≠ 1 Adam's test error and training loss match the state evolution at the same "
     "temperatures (within 3% + 2 standard errors of the seed mean at d = 100).",
-    version=1,
+    version=2,
     params=Params,
     grids={"quick": _grid([2.0], [0.3016], 3, 1500), "full": _grid([0.5, 2.0], [0.3016, 1.0], 5, 3000)},
     run=run,

@@ -1,8 +1,11 @@
-"""``highdim.theory-vs-adam``: Adam's test error and training loss match the state evolution
+"""``highdim.theory-vs-adam``: the ERM minimiser's test error and training loss match the state evolution
 (docs/highdim.md C3).
 
 Two sides, as separate points of one grid (``side``): the state evolution once per (α, λ̃) (it does not
-depend on d or on the seed) and Adam at dimension d with seed replicates per (α, λ̃). Both sides read the
+depend on d or on the seed) and ERM at dimension d with seed replicates per (α, λ̃). The minimiser is found
+by L-BFGS in float32 with float64 sums (it reaches the minimum the published full-batch Adam protocol
+reaches, to below 1e-6 of the training loss, in a fraction of the time: docs/highdim.md C2);
+``--set optimizer=adam dtype=float64`` runs the published protocol. Both sides read the
 same problem from ``Params`` (κ0, Δ, T, λ̃), so ``--set kappa0=0.3`` moves the two together.
 
 Verdict rule: per (α, λ̃) and for the test error and the training loss, the relative gap of the Adam seed
@@ -42,8 +45,10 @@ class Params:
     beta0: float = 1.0  # target inverse temperature β0 (both sides)
     kappa: float = 1.0  # student width p/d (the theory holds for κ above the rank fraction)
     nodes: int = 2048  # quadrature nodes of the state evolution's output expectation
-    max_steps: int = 2000  # Adam step cap
-    rtol: float = 1e-7  # Adam stops when the relative loss change stays below this
+    optimizer: Literal["lbfgs", "adam"] = "lbfgs"  # ERM optimiser ("adam": the published protocol)
+    dtype: Literal["float32", "float64"] = "float32"  # precision of data and logits (sums in float64)
+    max_steps: int = 2000  # optimiser step cap
+    rtol: float | None = None  # stopping tolerance (None: the optimiser's default, TrainConfig.rtol)
 
 
 def run(point: Point) -> Result:
@@ -146,9 +151,10 @@ CLAIM = Claim(
     id="highdim.theory-vs-adam",
     kind="theorem",
     paper=PAPER,
-    statement="Adam's test error and training loss match the state-evolution prediction (within the larger "
-    "of the seed spread and 3% at d = 100).",
-    version=2,
+    statement="The ERM minimiser's test error and training loss (found by L-BFGS; Adam with --set "
+    "optimizer=adam) match the state-evolution prediction (within 3% + 2 standard errors of the seed mean "
+    "at d = 100).",
+    version=3,
     params=Params,
     # the simulation grid carries the seed replicates; the state evolution (deterministic, independent of
     # d) is an extra grid with its one replicate fixed (rep = 0)
