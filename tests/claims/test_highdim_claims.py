@@ -17,6 +17,7 @@ IDS = {
     "highdim.temperature",
     "highdim.width",
     "highdim.nuclear-norm",
+    "highdim.outliers-generalisation",
 }
 
 

@@ -102,3 +102,31 @@ def test_full_cdf_and_resolution_cut_against_the_convolved_law():
     assert ps.resolution_cut(d) == pytest.approx(1.7 * (lo - 0.6), rel=2e-3)
     assert ps.resolution_cut(1) == np.inf  # a single eigenvalue cannot resolve anything
     assert float(ps.cdf(np.array([-1.0]))[0]) == 0.0
+
+
+def test_keep_outliers_against_a_planted_eigenbasis():
+    import torch
+
+    from attnlab.highdim.outliers import keep_outliers
+
+    # S = V diag(λ) Vᵀ with a known orthogonal V: three outliers (5, 4, 3) above the edge 2, a bulk below
+    g = torch.Generator().manual_seed(0)
+    V, _ = torch.linalg.qr(torch.randn(12, 12, generator=g, dtype=torch.float64))
+    lam = torch.tensor([5.0, 4.0, 3.0] + [0.1 * i for i in range(9)], dtype=torch.float64)
+    S = (V * lam) @ V.T
+    for k, kept in ((0, []), (1, [5.0]), (2, [5.0, 4.0]), (3, [5.0, 4.0, 3.0]), (7, [5.0, 4.0, 3.0])):
+        expect = lam.clone()
+        expect[:3] = torch.tensor([v if v in kept else 0.0 for v in (5.0, 4.0, 3.0)], dtype=torch.float64)
+        # eigendecomposition round trip in float64: agreement to 1e-12
+        assert torch.allclose(keep_outliers(S, k, 2.0), (V * expect) @ V.T, atol=1e-12)
+    # scrambled: the same eigenvalues along random directions added to the untouched bulk
+    bulk = keep_outliers(S, 0, 2.0)
+    R = keep_outliers(S, 2, 2.0, torch.Generator().manual_seed(1)) - bulk
+    w, U = torch.linalg.eigh(R)
+    assert torch.allclose(w[-2:], torch.tensor([4.0, 5.0], dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(w[:-2], torch.zeros(10, dtype=torch.float64), atol=1e-12)
+    # the new directions are not the learned ones: overlap with the top eigenvector well below 1 (a random
+    # unit vector in R^12 has squared overlap 1/12 on average; 0.9 is far in the tail)
+    assert float((U[:, -1] @ V[:, 0]) ** 2) < 0.9
+    with pytest.raises(ValueError, match="k"):
+        keep_outliers(S, -1, 2.0)

@@ -6,6 +6,11 @@ eigenvalues, components above it, one per recovered target direction. At dimensi
 carries mass ``1/d``, so the predicted number of outliers is ``d`` times the mass of the non-zero law above
 the bulk's upper edge (``PredictedSpectrum.outlier_edge``), and the measured number is the count of
 eigenvalues of a trained ``Ŝ`` above that same edge.
+
+:func:`keep_outliers` removes all but the ``k`` largest outliers of a learned matrix (their eigenvalues set
+to zero: those directions not recovered), optionally with the kept outliers' eigenvectors replaced by random
+directions (outliers of the same size that carry no information on the target): how the test error changes
+with ``k`` tells what each recovered outlier brings to generalisation.
 """
 
 from __future__ import annotations
@@ -14,15 +19,16 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+import torch
 
-from attnlab.core.validation import check_int
+from attnlab.core.validation import check_int, check_real, check_tensor
 from attnlab.highdim.learned_spectrum import PredictedSpectrum
 from attnlab.highdim.setting import Setting
 
 if TYPE_CHECKING:
     from attnlab.highdim.state_evolution import FixedPoint
 
-__all__ = ["count_outliers", "nonzero_components", "predicted_outliers"]
+__all__ = ["count_outliers", "keep_outliers", "nonzero_components", "predicted_outliers"]
 
 
 def predicted_outliers(spectrum: PredictedSpectrum, d: int) -> int:
@@ -56,3 +62,37 @@ def nonzero_components(setting: Setting, fp: FixedPoint) -> int:
 
     law = semicircle_convolution(setting.spectrum, fp.delta)
     return sum(1 for _, b in law.intervals if b > fp.eps)
+
+
+def keep_outliers(
+    S: torch.Tensor, k: int, edge: float, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """``S`` with only its ``k`` largest eigenvalues above ``edge`` kept as outliers.
+
+    With ``S = Σ_i λ_i v_i v_iᵀ`` and ``O = {i : λ_i > edge}`` (the outliers, largest first), the
+    outliers beyond the first ``k`` are removed (their eigenvalues set to zero); the bulk (eigenvalues at
+    or below ``edge``) is untouched. With a ``generator``, the kept outliers' eigenvectors are replaced by
+    orthonormal directions drawn uniformly (QR of a Gaussian matrix, drawn on the generator's device):
+    ``bulk + Σ_{i ≤ k} λ_i w_i w_iᵀ``, the same eigenvalues carrying no information on the target (still
+    positive semi-definite when ``S`` is). Returns a (d, d) float64 tensor on ``S``'s device.
+    """
+    S = check_tensor("S", S, ndim=2).to(torch.float64)
+    d = S.shape[0]
+    if S.shape[1] != d:
+        raise ValueError(f"S: expected a square matrix, got shape {tuple(S.shape)}")
+    k = check_int("k", k, min=0)
+    edge = check_real("edge", edge)
+    w, V = torch.linalg.eigh((S + S.T) / 2)  # ascending
+    out = torch.nonzero(w > edge).flatten().flip(0)  # outlier indices, largest eigenvalue first
+    kept = out[:k]
+    lam = w.clone()
+    lam[out] = 0.0
+    bulk = (V * lam) @ V.T  # (d, d): S without its outliers
+    if generator is None:
+        return bulk + (V[:, kept] * w[kept]) @ V[:, kept].T
+    G = torch.randn(
+        d, max(int(kept.numel()), 1), generator=generator, dtype=torch.float64, device=generator.device
+    ).to(S.device)
+    Q, _ = torch.linalg.qr(G)  # (d, |kept|) orthonormal columns, uniformly distributed
+    Q = Q[:, : kept.numel()]
+    return bulk + (Q * w[kept]) @ Q.T

@@ -7,6 +7,7 @@ from attnlab.claims.highdim import (
     factorised_beats_frobenius,
     interpolation_threshold,
     nuclear_norm,
+    outliers_generalisation,
     perfect_recovery,
     scaling_law,
     seq2seq,
@@ -31,6 +32,7 @@ CLAIMS = [
     temperature.CLAIM,
     width.CLAIM,
     nuclear_norm.CLAIM,
+    outliers_generalisation.CLAIM,
 ]
 
 __all__ = ["CLAIMS"]

@@ -188,6 +188,27 @@ def emergence(rows: Sequence[Row]) -> dict[str, Any]:
     return {"emergence": fig}
 
 
+def outliers_generalisation(rows: Sequence[Row]) -> dict[str, Any]:
+    """Test error against the number of learned outliers kept, per α: ERM (markers) and the theory's draws
+    (lines); the scrambled-direction control dashed."""
+    fig, ax = new_figure()
+    ax = ax[0][0]
+    for i, r in enumerate(sorted((q for q in rows if q.ok), key=lambda q: (q.control, q.params["alpha"]))):
+        e_sim, draws = np.asarray(r.arrays.get("e_sim", [])), np.asarray(r.arrays.get("e_theory_draws", []))
+        if not e_sim.size:
+            continue
+        c, j = f"C{i % 10}", np.arange(e_sim.size)
+        tag = f"α = {r.params['alpha']}" + (f" ({r.control})" if r.control else "")
+        ax.plot(j, e_sim, "o" if not r.control else "x", color=c, label=tag)
+        if draws.size:
+            ax.plot(j, draws.mean(axis=0), "-" if not r.control else "--", color=c)
+    ax.set_xlabel("learned outliers kept")
+    ax.set_ylabel("test error: ERM (markers), η·ReLU(S0+δZ−ε) (lines)")
+    if ax.get_lines():
+        ax.legend(fontsize=6)
+    return {"outliers_generalisation": fig}
+
+
 def scaling_law(rows: Sequence[Row]) -> dict[str, Any]:
     """Excess error against n/d per curve (left) and its local exponents (right), prediction dotted."""
     good = [r for r in _test(rows) if "excess" in r.metrics]
@@ -257,4 +278,5 @@ FIGURES = {
     "highdim.temperature": theory_vs_adam,
     "highdim.width": theory_vs_adam,
     "highdim.nuclear-norm": nuclear_norm,
+    "highdim.outliers-generalisation": outliers_generalisation,
 }
