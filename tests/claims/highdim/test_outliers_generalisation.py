@@ -32,10 +32,8 @@ def _rows(ks=(1, 2, 3), sim_step=0.01, control="", draws_spread=1e-4):
 def test_holds_when_each_outlier_lowers_the_error_by_the_predicted_gain():
     v = CLAIM.decide(_rows())
     assert v.status == "holds" and v.numbers["falls_sim"] and v.numbers["alphas_tested"] == 3
-    assert (
-        v.numbers["gain_sim_a0.4"] == v.numbers["gain_theory_a0.4"] == 0.03
-        or abs(v.numbers["gain_sim_a0.4"] - 0.03) < 1e-12
-    )
+    assert abs(v.numbers["gain_sim_a0.4"] - 0.03) < 1e-12  # three outliers at 0.01 each
+    assert abs(v.numbers["gain_theory_a0.4"] - 0.03) < 1e-12  # the draws' mean gain
     assert FIGURES[CLAIM.id](_rows() + _rows(control="scrambled", sim_step=-0.01))
 
 
