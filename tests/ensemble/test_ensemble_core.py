@@ -25,7 +25,12 @@ from attnlab.ensemble.decomposition import (
 from attnlab.ensemble.estimators import NWEnsemble, NWHead
 from attnlab.ensemble.heads import head_predictions
 from attnlab.ensemble.layouts import controlled_hdi, projection_layout
-from attnlab.ensemble.training import ensemble_loss, train_projections, weight_overlap_penalty
+from attnlab.ensemble.training import (
+    ensemble_loss,
+    kept_path_slope,
+    train_projections,
+    weight_overlap_penalty,
+)
 from attnlab.ensemble.weights import fibonacci_numbers, head_weights, optimal_weights
 
 DT = torch.float64
@@ -361,6 +366,45 @@ def test_early_stopping_returns_the_best_validation_step():
         train_projections(W0, X, y, steps=3, patience=2)
     with pytest.raises(ValueError, match="y_val"):
         train_projections(W0, X, y, steps=3, X_val=Xv)
+
+
+def test_checkpoints_are_the_projections_a_shorter_run_ends_at():
+    t = RegressionTask(d=6, target="radial", noise=0.3)
+    X, y = t.sample(40, _g(31))
+    Xv, yv = t.sample(20, _g(32))
+    W0 = projection_layout("random", 2, 6, 2, c=1.5, generator=_g(33))
+    res = train_projections(W0, X, y, steps=7, lr=0.05, checkpoint_every=3)
+    assert res.checkpoint_steps == (0, 3, 6, 7)  # every 3 steps from the start, and after the last
+    assert res.checkpoints.shape == (4, 2, 6, 2)
+    assert torch.equal(res.checkpoints[0], W0) and torch.equal(res.checkpoints[-1], res.W)
+    # independent computation: a separate run of k steps ends exactly where the checkpoint at k is
+    # (full-batch Adam is deterministic; the same operations in the same order give the same bits)
+    for k, Wc in zip(res.checkpoint_steps[1:3], res.checkpoints[1:3]):
+        assert torch.equal(train_projections(W0, X, y, steps=k, lr=0.05).W, Wc)
+    # an early stop: the last checkpoint is where training stopped, not the early-stopped best
+    wild = train_projections(W0, X, y, steps=50, lr=5.0, X_val=Xv, y_val=yv, patience=2, checkpoint_every=1)
+    assert wild.checkpoint_steps[-1] == len(wild.loss_history) < 50
+    assert wild.checkpoint_steps == tuple(range(len(wild.loss_history) + 1))
+    assert torch.equal(wild.checkpoints[wild.best_step], wild.W)
+    assert train_projections(W0, X, y, steps=2).checkpoints is None
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        train_projections(W0, X, y, steps=2, checkpoint_every=0)
+
+
+def test_kept_path_slope_is_the_closed_form_slope_up_to_the_kept_step():
+    steps = np.array([0.0, 10, 20, 30, 40])
+    vals = np.array([0.70, 0.72, 0.71, 0.60, 0.50])
+    # kept part: steps 0, 10, 20 and the early-stopped step 25 with its own value 0.75
+    x, y = np.array([0.0, 10, 20, 25]), np.array([0.70, 0.72, 0.71, 0.75])
+    xc, yc = x - x.mean(), y - y.mean()
+    assert kept_path_slope(steps, vals, 25, 0.75) == pytest.approx(100 * (xc @ yc) / (xc @ xc), rel=1e-12)
+    # a kept step that is a checkpoint enters once, with the value given for it
+    x2, y2 = np.array([0.0, 10, 20]), np.array([0.70, 0.72, 0.71])
+    xc, yc = x2 - x2.mean(), y2 - y2.mean()
+    assert kept_path_slope(steps, vals, 20, 0.71) == pytest.approx(100 * (xc @ yc) / (xc @ xc), rel=1e-12)
+    assert np.isnan(kept_path_slope(steps, vals, 0, 0.7))
+    with pytest.raises(ValueError, match="values"):
+        kept_path_slope(steps, vals[:3], 20, 0.7)
 
 
 # ------------------------------------------------------------------------------------- budget

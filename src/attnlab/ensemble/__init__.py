@@ -31,6 +31,7 @@ from attnlab.ensemble.nw import default_scale, nw_estimate, nw_weights
 from attnlab.ensemble.training import (
     TrainedProjections,
     ensemble_loss,
+    kept_path_slope,
     train_projections,
     weight_overlap_penalty,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "overlap_matrix",
     "principal_angles",
     "projection_layout",
+    "kept_path_slope",
     "train_projections",
     "weight_overlap_penalty",
 ]

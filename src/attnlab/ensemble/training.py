@@ -18,12 +18,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
+from attnlab.core.stats import linear_slope
 from attnlab.core.validation import check_choice, check_int, check_real, check_tensor
 from attnlab.ensemble.heads import KERNELS, resolve_scale
 
-__all__ = ["OBJECTIVES", "TrainedProjections", "ensemble_loss", "train_projections", "weight_overlap_penalty"]
+__all__ = [
+    "OBJECTIVES",
+    "TrainedProjections",
+    "ensemble_loss",
+    "kept_path_slope",
+    "train_projections",
+    "weight_overlap_penalty",
+]
 
 OBJECTIVES = ("loo", "holdout")
 
@@ -39,6 +48,8 @@ class TrainedProjections:
     penalty: float
     val_history: torch.Tensor | None = None  # validation MSE before each step (and after the last)
     best_step: int | None = None  # optimiser steps taken by the returned W (0: the initial projections)
+    checkpoints: torch.Tensor | None = None  # (T, H, d, d_k) projections at ``checkpoint_steps``
+    checkpoint_steps: tuple[int, ...] = ()  # optimiser steps taken at each checkpoint (0: the start)
 
 
 def _soft_predictions(
@@ -108,6 +119,7 @@ def train_projections(
     X_val: torch.Tensor | None = None,
     y_val: torch.Tensor | None = None,
     patience: int | None = None,
+    checkpoint_every: int | None = None,
 ) -> TrainedProjections:
     """Train the projections by full-batch Adam on the LOO/held-out MSE plus an orthogonality penalty.
 
@@ -135,6 +147,10 @@ def train_projections(
     patience : int, optional
         Stop after this many steps without a new lowest validation MSE (default: run all
         ``steps``, still returning the best projections). Needs ``X_val``.
+    checkpoint_every : int, optional
+        Keep a copy of the projections every this many optimiser steps (step 0, the start, included)
+        and after the last step taken, whether or not training stopped early: the trajectory of the
+        projections, e.g. for the HDI along training.
 
     Returns
     -------
@@ -158,6 +174,8 @@ def train_projections(
         raise ValueError("X_val: expected validation inputs with y_val or patience, got None")
     if patience is not None:
         patience = check_int("patience", patience, min=1)
+    if checkpoint_every is not None:
+        checkpoint_every = check_int("checkpoint_every", checkpoint_every, min=1)
     H = W0.shape[0]
     if alpha is None:
         alpha = torch.full((H,), 1.0 / H, dtype=W0.dtype, device=W0.device)
@@ -172,7 +190,12 @@ def train_projections(
     opt = torch.optim.Adam([W], lr=lr)
     losses, pens, vals = [], [], []
     best_W, best_step, best_val = W0.detach().clone(), 0, math.inf
+    snaps: list[torch.Tensor] = []
+    snap_steps: list[int] = []
     for step in range(steps):  # optimisation steps are sequential by nature
+        if checkpoint_every is not None and step % checkpoint_every == 0:
+            snaps.append(W.detach().clone())
+            snap_steps.append(step)
         if early:
             vals.append(val_mse(W))
             if vals[-1] < best_val:
@@ -191,6 +214,10 @@ def train_projections(
             vals.append(val_mse(W))
             if vals[-1] < best_val:
                 best_W, best_step = W.detach().clone(), steps
+    taken = len(losses)
+    if checkpoint_every is not None and (not snap_steps or snap_steps[-1] != taken):
+        snaps.append(W.detach().clone())
+        snap_steps.append(taken)
     return TrainedProjections(
         best_W if early else W.detach(),
         torch.tensor(losses, dtype=torch.float64),
@@ -199,4 +226,23 @@ def train_projections(
         float(penalty),
         torch.tensor(vals, dtype=torch.float64) if early else None,
         best_step if early else None,
+        torch.stack(snaps) if snaps else None,
+        tuple(snap_steps),
     )
+
+
+def kept_path_slope(steps: np.ndarray, values: np.ndarray, best_step: int, value_at_best: float) -> float:
+    """Least-squares slope, per 100 steps, of a quantity recorded along training (e.g. the HDI at each
+    checkpoint of :func:`train_projections`) over the part of training that was kept: the checkpoints
+    before the early-stopped step ``best_step`` and that step's own value. nan when no step was kept
+    (``best_step == 0``).
+    """
+    s = np.asarray(steps, dtype=float)
+    v = np.asarray(values, dtype=float)
+    if s.shape != v.shape or s.ndim != 1:
+        raise ValueError(f"values: expected a 1-d array shaped like steps {s.shape}, got {v.shape}")
+    best_step = check_int("best_step", best_step, min=0)
+    if best_step == 0:
+        return math.nan
+    keep = s < best_step
+    return 100 * linear_slope(np.append(s[keep], best_step), np.append(v[keep], float(value_at_best)))
