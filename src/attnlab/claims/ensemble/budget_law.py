@@ -18,6 +18,9 @@ it from the summary's law (2 se ≥ 1 − 2/(4+d)), else "holds". The summary's 
 second, labelled reading: reported per group as consistent or excluded (|p − 2/(4+d)| ≤ 2 se), with
 the polynomial law's exponent in n beside it. Any failing group fails the claim; otherwise any holding
 group holds it; otherwise inconclusive.
+
+Control (one knob): ``memory-capped`` (``n_cap=100``) — the NW memory holds at most 100 training points
+whatever n, so the estimation problem is the same at every n and d_k* cannot grow with it (must fail).
 """
 
 from __future__ import annotations
@@ -29,7 +32,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnlab.claims.ensemble._common import device_name, split
-from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
+from attnlab.engine.protocol import (
+    NO_PERTURBATION,
+    Claim,
+    Control,
+    Grid,
+    Point,
+    Predict,
+    Result,
+    Row,
+    Verdict,
+)
 from attnlab.ensemble.budget import budget_sweep, continuous_optimum, fit_power_law
 from attnlab.ensemble.data import RegressionTask
 
@@ -49,20 +62,23 @@ class Params:
     layout: str = "random"  # how the heads' subspaces are drawn (ensemble.layouts.LAYOUTS)
     kernel: str = "gaussian"  # NW kernel of every head
     max_d_k: int = 0  # largest per-head dimension tried (0: every divisor below d)
+    n_cap: int = 0  # most training points the heads' memory holds (0: all n; a control knob)
 
 
 def run(point: Point) -> Result:
     p: Params = point.p
     task = RegressionTask(d=int(p.d), target=str(p.target), noise=float(p.noise))
     top = int(p.max_d_k) if p.max_d_k else int(p.d) - 1
+    n_used = min(int(p.n), int(p.n_cap)) if p.n_cap else int(p.n)
     sw = budget_sweep(
-        task, int(p.D), int(p.n), int(p.reps), int(p.queries), c=float(p.c), layout=p.layout,
+        task, int(p.D), n_used, int(p.reps), int(p.queries), c=float(p.c), layout=p.layout,
         kernel=p.kernel, seed=int(point.seed % (2**31)), device=point.device, max_d_k=top,
     )  # fmt: skip
     return Result(
         metrics={
             "dk_star": continuous_optimum(sw.d_k, sw.mse),
             "dk_best": sw.best_d_k,
+            "n_used": n_used,
             "dk_min": int(sw.d_k.min()),
             "dk_max": int(sw.d_k.max()),
             "mse_best": float(sw.mse.min()),
@@ -167,7 +183,7 @@ CLAIM = Claim(
     statement="Thm 6.1: at a fixed budget D = H·d_k the optimal head dimension d_k* grows only "
     "logarithmically with the training-set size n (d_k* ∝ log n); the summary's law d_k* ~ (log n)^{2/(4+d)} "
     "is a second reading.",
-    version=2,
+    version=3,
     params=Params,
     grids={
         "quick": Grid({"n": [100, 300, 1000, 3000], "c": [2.0, 4.0]}, fixed=_FIXED, seeds=6),
@@ -180,6 +196,14 @@ CLAIM = Claim(
     run=run,
     verdict=verdict,
     predictions={"log_exponent": "the abstract's logarithmic growth: exponent 1 of d_k* in log n"},
+    controls={
+        "memory-capped": Control(
+            expect="fails",
+            set={"n_cap": 100},
+            why="the heads' memory holds at most 100 training points at every n: the same estimation "
+            "problem at every n, so d_k* cannot grow with n",
+        )
+    },
     regime="d ≥ 16, D ≤ d, every split with d_k < d; an optimum inside the divisor grid",
     explain={"holds": _READING, "fails": _READING, "inconclusive": _READING},
     description="Sweep of every divisor split of D below d over n and two projection scales c; the "

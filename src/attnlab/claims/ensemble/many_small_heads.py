@@ -8,6 +8,10 @@ through the best divisor and its neighbours (common training samples across spli
 
 Verdict rule: the 95% t-interval over seeds of log d_k* below log √D (``pred("threshold", √D)``)
 holds, above it fails, otherwise inconclusive. The best MSE on each side of √D is reported beside it.
+
+Control (one knob): ``pure-noise`` (``target="zero"``) — with nothing to learn there is no bias for larger
+heads to buy down; the MSE is variance alone, which the narrowest heads, averaged in the largest number,
+make smallest: many small heads win (must hold).
 """
 
 from __future__ import annotations
@@ -21,7 +25,17 @@ from attnlab.claims.ensemble import budget_law
 from attnlab.claims.ensemble._common import split
 from attnlab.claims.ensemble.budget_law import Params
 from attnlab.core.stats import mean_ci
-from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
+from attnlab.engine.protocol import (
+    NO_PERTURBATION,
+    Claim,
+    Control,
+    Grid,
+    Point,
+    Predict,
+    Result,
+    Row,
+    Verdict,
+)
 
 __all__ = ["CLAIM", "Params", "run", "verdict"]
 
@@ -76,7 +90,7 @@ CLAIM = Claim(
     paper="A",
     statement="Thm 6.1 (implication): under a fixed budget D = H·d_k and a large training set, many small "
     "heads beat few large ones: the optimal split has H* ≥ d_k*.",
-    version=1,
+    version=2,
     params=Params,
     grids={
         "quick": Grid(fixed={"n": 3000, "c": 2.0, "D": 16, "d": 16}, seeds=10),
@@ -85,6 +99,14 @@ CLAIM = Claim(
     run=run,
     verdict=verdict,
     predictions={"threshold": "the split H = d_k (d_k = √D) between many small and few large heads"},
+    controls={
+        "pure-noise": Control(
+            expect="holds",
+            set={"target": "zero"},
+            why="f = 0: no bias for larger heads to buy down, the MSE is variance alone, smallest with the "
+            "narrowest heads averaged in the largest number",
+        )
+    },
     regime="D ≤ d, every split with d_k < d; heads that can be decorrelated",
     explain={"holds": _READING, "fails": _READING, "inconclusive": _READING},
     description="The continuous optimum d_k* per seed at one large n against √D.",

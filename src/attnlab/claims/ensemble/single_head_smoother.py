@@ -15,6 +15,10 @@ is held against the NW rate −1 (``pred("rate", −1)``): "holds" when |b − (
 points per kernel volume ``h^{d_k}`` (with fewer, the weights are spread over a handful of points and
 the asymptotic rate has not set in); fewer than 3 such points make the verdict inconclusive. V/σ² at
 the largest n h^{d_k} says how low the variance is.
+
+Control (one knob): ``dot-kernel`` (``kernel="dot"``) — the dot-product kernel ``exp(⟨Wq, Wx⟩/√d_k)``
+with unnormalised keys is not local: its weight goes to the few training points furthest along the
+query's direction, so its variance stays near σ² instead of falling like 1/(n h^{d_k}) (must fail).
 """
 
 from __future__ import annotations
@@ -27,7 +31,17 @@ import numpy as np
 import torch
 
 from attnlab.claims.ensemble._common import device_name, split
-from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
+from attnlab.engine.protocol import (
+    NO_PERTURBATION,
+    Claim,
+    Control,
+    Grid,
+    Point,
+    Predict,
+    Result,
+    Row,
+    Verdict,
+)
 from attnlab.ensemble.budget import fit_power_law
 from attnlab.ensemble.data import RegressionTask
 from attnlab.ensemble.decomposition import decompose
@@ -49,6 +63,7 @@ class Params:
     target: str = "zero"  # regression target (zero: the MSE is all variance)
     reps: int = 50  # Monte Carlo replications of the training sample
     queries: int = 100  # integration points
+    kernel: str = "gaussian"  # NW kernel of the head (ensemble.heads.KERNELS)
 
 
 def run(point: Point) -> Result:
@@ -57,7 +72,7 @@ def run(point: Point) -> Result:
     g = point.generator()
     W = projection_layout("random", 1, task.d, int(p.d_k), float(p.c), generator=g).to(point.device)
     one = torch.ones(1, dtype=torch.float64, device=point.device)
-    it = decompose(task, W, one, int(p.n), int(p.queries), int(p.reps), g).integrated()
+    it = decompose(task, W, one, int(p.n), int(p.queries), int(p.reps), g, kernel=p.kernel).integrated()
     h = int(p.d_k) ** 0.25 / float(p.c)
     return Result(
         metrics={
@@ -120,7 +135,7 @@ CLAIM = Claim(
     paper="A",
     statement="A single attention head (an NW estimator) is already a low-variance smoother: its variance "
     "falls like σ²/(n h^{d_k}) in the sample size n and the bandwidth h.",
-    version=1,
+    version=2,
     params=Params,
     grids={
         "quick": Grid({"n": [2000, 8000, 32000], "c": [3.0, 6.0]}, seeds=2),
@@ -133,6 +148,14 @@ CLAIM = Claim(
     run=run,
     verdict=verdict,
     predictions={"rate": "the NW variance rate −1 in n·h^{d_k}"},
+    controls={
+        "dot-kernel": Control(
+            expect="fails",
+            set={"kernel": "dot"},
+            why="the dot-product kernel with unnormalised keys puts its weight on the few points furthest "
+            "along the query's direction: not a local smoother, its variance does not fall like 1/(n h^d_k)",
+        )
+    },
     regime="a local kernel (h small against the input's scale) with many points per kernel width",
     explain={"holds": _READING, "fails": _READING, "inconclusive": _READING},
     description="One head's integrated variance by Monte Carlo over n and two projection scales.",
