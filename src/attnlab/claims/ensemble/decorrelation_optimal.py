@@ -7,7 +7,9 @@ with an orthogonality penalty reach a higher HDI and a lower test MSE than heads
 Verdict rule, per group (setting, objective, λ): the 95% t-interval over seeds of the paired test-MSE
 difference (penalised − plain) below 0 holds, above 0 fails; a group counts only where unpenalised
 training improved the test MSE (t-interval of plain − init below 0), otherwise it is inconclusive.
-Any failing group fails the claim; all holding holds it.
+Any failing group fails the claim; all holding holds it. A group whose interval straddles 0 reports
+the seeds its interval would need to exclude 0 at the present mean difference (the half-width shrinks
+like 1/√seeds): ``seeds · (half-width / |mean|)²``.
 
 Two targets side by side: the test setting is the radial target ``(‖x‖² − d)/√(2d)``, spread over
 every direction, where orthogonal heads can each see their own part of it; the control
@@ -20,6 +22,7 @@ over fresh training samples of the training part's size), and the quick grid swe
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -150,8 +153,11 @@ def verdict(rows: Sequence[Row]) -> Verdict:
         trained = thi < 0
         st = ("holds" if hi < 0 else ("fails" if lo > 0 else "inconclusive")) if trained else "inconclusive"
         statuses.append(st)
+        half = (hi - lo) / 2
+        need = math.ceil(len(rs) * (half / abs(m)) ** 2) if m != 0 else math.inf
         numbers[lab] = {
             "mse_diff_mean": m,
+            "seeds_needed": need if lo <= 0 <= hi else len(rs),
             "mse_diff_ci95": [lo, hi],
             "training_gain_ci95": [tlo, thi],
             "training_improved_test_mse": trained,
@@ -170,7 +176,12 @@ def verdict(rows: Sequence[Row]) -> Verdict:
         f"{v['test_mse_penalised_mean']:.3f}, CI [{v['mse_diff_ci95'][0]:.3f}, {v['mse_diff_ci95'][1]:.3f}]; "
         f"bias² {v['bias2_plain_mean']:.3f} / {v['bias2_penalised_mean']:.3f}, variance "
         f"{v['var_plain_mean']:.3f} / {v['var_penalised_mean']:.3f}; HDI {v['hdi_init_mean']:.2f} → "
-        f"{v['hdi_plain_mean']:.2f} / {v['hdi_penalised_mean']:.2f})"
+        f"{v['hdi_plain_mean']:.2f} / {v['hdi_penalised_mean']:.2f}"
+        + (
+            f"; {v['seeds']} seeds, about {v['seeds_needed']} needed to exclude 0 at this mean)"
+            if v["status"] == "inconclusive" and v["training_improved_test_mse"]
+            else ")"
+        )
         for k, v in numbers.items()
         if isinstance(v, dict) and "status" in v
     )
@@ -189,6 +200,11 @@ _READING = (
     "of the training part, early-stopped on a validation split, with and without a scale-free "
     "orthogonality penalty; paired per seed; test MSE against f on fresh inputs with the kernel used in "
     "training ({points} points). Per group: {groups}."
+)
+_UNRESOLVED = (
+    _READING + " Where a group is inconclusive, the penalty's gain is smaller than the seed-to-seed spread "
+    "of the paired difference allows to resolve at this number of seeds (its interval straddles 0); the "
+    "seeds needed are beside it."
 )
 
 CLAIM = Claim(
@@ -223,7 +239,7 @@ CLAIM = Claim(
     explain={
         "holds": _READING,
         "fails": _READING,
-        "inconclusive": _READING,
+        "inconclusive": _UNRESOLVED,
     },
     description="Paired comparison per seed: same data, same initial projections, with and without the "
     "penalty; a quarter of the sample held out for early stopping; leave-one-out and held-out objectives "
