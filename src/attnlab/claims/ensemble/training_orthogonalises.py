@@ -7,9 +7,17 @@ Setting: projections trained by full-batch Adam on the leave-one-out ensemble MS
 validation split, from random subspaces (HDI near the random-subspace null ``1 − d_k/d``), on a radial
 target spread over every direction and on the two-direction bump target, several seeds each.
 
-Verdict rule, per target: the 95% t-interval over seeds of HDI(trained) − HDI(initial) above 0 holds,
-below 0 fails, otherwise inconclusive; any failing target fails the claim, all holding holds it.
-The trained HDI is also reported as a z-score against the random-subspace null.
+Trajectory: the projections are kept every ``checkpoint_every`` Adam steps, from the start to the step
+where training stopped, and the HDI of each checkpoint gives the path of HDI along training. Its slope
+over the part of training that was kept (least squares over the checkpoints before the early-stopped
+step and that step itself, per 100 steps) says which way training pushed the heads on the way to the
+trained projections, not only where they ended.
+
+Verdict rule, per target, on two 95% t-intervals over seeds: the end-minus-start change
+HDI(trained) − HDI(initial) (trained: the early-stopped projections) and the slope of the HDI path.
+Both above 0 holds, both below 0 fails, otherwise (they straddle 0 or disagree) inconclusive; any failing
+target fails the claim, all holding holds it. The trained HDI is also reported as a z-score against the
+random-subspace null, and the figure draws every path against the null's ±2 sd band.
 
 Controls (one knob each): ``penalised`` (``penalty=1``) — the orthogonality penalty must raise HDI
 (must hold); ``orthogonal-start`` (``init="orthogonal"``) — heads start at HDI = 1, the ceiling, so
@@ -29,7 +37,7 @@ from attnlab.core.geometry import diversity
 from attnlab.core.stats import mean_ci
 from attnlab.engine.protocol import Claim, Control, Grid, Point, Result, Row, Verdict
 from attnlab.ensemble.layouts import projection_layout
-from attnlab.ensemble.training import train_projections
+from attnlab.ensemble.training import kept_path_slope, train_projections
 
 __all__ = ["CLAIM", "Params", "run", "verdict"]
 
@@ -47,6 +55,7 @@ class Params:
     val_fraction: float = 0.25  # share of the sample held out for early stopping
     patience: int = 40  # early-stopping patience (steps)
     kernel: str = "gaussian"  # NW kernel
+    checkpoint_every: int = 10  # Adam steps between two recorded points of the HDI path
 
 
 def run(point: Point) -> Result:
@@ -60,23 +69,32 @@ def run(point: Point) -> Result:
     tr = train_projections(
         W0, X[n_val:], y[n_val:], penalty=float(p.penalty), objective=p.objective, steps=int(p.steps),
         lr=float(p.lr), kernel=p.kernel, X_val=X[:n_val], y_val=y[:n_val], patience=int(p.patience),
+        checkpoint_every=int(p.checkpoint_every),
     )  # fmt: skip
     d0, d1 = diversity(W0), diversity(tr.W)
+    steps = np.array(tr.checkpoint_steps, dtype=float)  # (T,) the whole run, to where training stopped
+    path = np.array([diversity(Wc).hdi for Wc in tr.checkpoints])  # (T,) HDI along training
     return Result(
         metrics={
             "hdi_init": d0.hdi,
             "hdi_trained": d1.hdi,
             "hdi_null": d1.hdi_null,
+            "hdi_null_sd": d1.hdi_null_sd,
             "z_trained": d1.z,
+            "hdi_slope_per_100": kept_path_slope(steps, path, int(tr.best_step), d1.hdi),
             "best_step": int(tr.best_step),
             "val_init": float(tr.val_history[0]),
             "val_trained": float(tr.val_history[tr.best_step]),
             "device": device_name(point.device),
-        }
+        },
+        arrays={"hdi_path": path, "path_steps": steps},
     )
 
 
-TOLERANCE = "per target, 95% t-interval over seeds of HDI(trained) − HDI(init): > 0 holds, < 0 fails"
+TOLERANCE = (
+    "per target, 95% t-intervals over seeds of HDI(trained) − HDI(init) and of the HDI path's slope: both "
+    "> 0 holds, both < 0 fails, else inconclusive"
+)
 
 
 def verdict(rows: Sequence[Row]) -> Verdict:
@@ -88,14 +106,24 @@ def verdict(rows: Sequence[Row]) -> Verdict:
     statuses, parts = [], []
     for lab, rs in groups.items():
         m, lo, hi = mean_ci([r.metrics["hdi_trained"] - r.metrics["hdi_init"] for r in rs])
-        st = "holds" if lo > 0 else ("fails" if hi < 0 else "inconclusive")
+        slopes = [
+            r.metrics["hdi_slope_per_100"]
+            for r in rs
+            if r.metrics["hdi_slope_per_100"] == r.metrics["hdi_slope_per_100"]
+        ]
+        sm, slo, shi = mean_ci(slopes) if len(slopes) >= 2 else (float("nan"),) * 3
+        up, down = lo > 0 and slo > 0, hi < 0 and shi < 0
+        st = "holds" if up else ("fails" if down else "inconclusive")
         statuses.append(st)
         g = {
             "hdi_init_mean": float(np.mean([r.metrics["hdi_init"] for r in rs])),
             "hdi_trained_mean": float(np.mean([r.metrics["hdi_trained"] for r in rs])),
             "hdi_null": rs[0].metrics["hdi_null"],
             "z_trained_mean": float(np.mean([r.metrics["z_trained"] for r in rs])),
+            "change_mean": m,
             "change_ci95": [lo, hi],
+            "slope_per_100_mean": sm,
+            "slope_per_100_ci95": [slo, shi],
             "val_gain_mean": float(np.mean([r.metrics["val_init"] - r.metrics["val_trained"] for r in rs])),
             "seeds": len(rs),
             "status": st,
@@ -103,7 +131,8 @@ def verdict(rows: Sequence[Row]) -> Verdict:
         numbers[lab] = g
         parts.append(
             f"{lab}: HDI {g['hdi_init_mean']:.3f} → {g['hdi_trained_mean']:.3f} (null {g['hdi_null']:.3f}, "
-            f"z {g['z_trained_mean']:.1f}), change CI [{lo:.3f}, {hi:.3f}], {st}"
+            f"z {g['z_trained_mean']:.1f}), change {m:+.3f} CI [{lo:.3f}, {hi:.3f}], path slope {sm:+.3f} "
+            f"per 100 steps CI [{slo:.3f}, {shi:.3f}], {st}"
         )
     numbers["groups"] = "; ".join(parts)
     if not statuses or len(ok) < 2:
@@ -116,7 +145,7 @@ def verdict(rows: Sequence[Row]) -> Verdict:
     return Verdict(status, numbers, TOLERANCE)
 
 
-_READING = "Leave-one-out training, early-stopped, {points} points. {groups}."
+_READING = "Leave-one-out training, early-stopped, HDI recorded along training, {points} points. {groups}."
 
 CLAIM = Claim(
     id="ensemble.training-orthogonalises",
@@ -124,7 +153,7 @@ CLAIM = Claim(
     paper="A",
     statement="Reading of Thm 5.1: training pressure drives heads to orthogonal subspaces, so plain training "
     "(no penalty) raises the heads' HDI.",
-    version=1,
+    version=3,
     params=Params,
     grids={
         "quick": Grid({"setting": _SETTINGS}, seeds=4),
@@ -146,5 +175,6 @@ CLAIM = Claim(
     },
     regime="heads initialised at random subspaces; training that lowers the validation MSE",
     explain={"holds": _READING, "fails": _READING, "inconclusive": _READING},
-    description="HDI before and after plain training, per target, against the random-subspace null.",
+    description="HDI path along plain training, per target: end-minus-start change and slope over seeds, "
+    "against the random-subspace null.",
 )

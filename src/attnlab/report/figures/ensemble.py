@@ -245,14 +245,19 @@ def training_orthogonalises(rows: Sequence[Row]) -> dict[str, Any]:
     groups = sorted({r.control for r in rows if r.ok})
     fig, axes = new_figure(1, max(1, len(groups)), 4.2, 3.6)
     for ax, name in zip(axes[0], groups):
-        for r in _ok(rows, name):
+        rs = _ok(rows, name)
+        for r in rs:
             col = "C0" if r.params["setting"][3] == "radial" else "C1"
-            ax.plot(
-                [0, 1], [r.metrics["hdi_init"], r.metrics["hdi_trained"]], "o-", color=col, ms=3, alpha=0.7
-            )
-            ax.axhline(r.metrics["hdi_null"], color="k", ls=":", lw=1)
-        ax.set_xticks([0, 1], ["initial", "trained"])
-        ax.set_ylabel("HDI (subspace form); dotted: random-subspace null")
+            if "hdi_path" in r.arrays:  # the HDI at every checkpoint of the run
+                ax.plot(r.arrays["path_steps"], r.arrays["hdi_path"], "-", color=col, lw=1, alpha=0.7)
+            else:
+                ax.plot([0, 1], [r.metrics["hdi_init"], r.metrics["hdi_trained"]], "o-", color=col, ms=3)
+        if rs:
+            m0, sd = rs[0].metrics["hdi_null"], rs[0].metrics.get("hdi_null_sd", 0.0)
+            ax.axhline(m0, color="k", ls=":", lw=1)
+            ax.axhspan(m0 - 2 * sd, m0 + 2 * sd, color="0.85", zorder=0)
+        ax.set_xlabel("Adam steps")
+        ax.set_ylabel("HDI (subspace form); grey: random-subspace null ± 2 sd")
         ax.set_title(f"{name or 'test'} (blue radial, orange bump)", fontsize=8)
     return {"hdi_training": fig}
 
