@@ -146,13 +146,22 @@ def evaluate(S: torch.Tensor, data: Dataset, beta: float = 1.0) -> tuple[float, 
 
 
 def data_loss_grad(
-    S: torch.Tensor, X: torch.Tensor, y: torch.Tensor, beta: float, task: str, grad: bool = True
+    S: torch.Tensor,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    beta: float,
+    task: str,
+    grad: bool = True,
+    work: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The data loss ``L(S) = Σ_μ ‖y_μ − ŷ_μ(S)‖²`` (seq2seq: divided by d) and its gradient in S, by hand.
 
-    ``S`` (d, d) symmetric, ``X`` (n, T, d) and ``y`` in ``S``'s dtype. Returns ``(L, G)``: ``L`` a float64
-    scalar tensor (the n terms are summed in float64), ``G`` (d, d) symmetric in ``S``'s dtype (None when
-    ``grad`` is False): the derivative along symmetric directions, ``dL = ⟨G, dS⟩``.
+    ``S`` (d, d) symmetric, ``X`` (n, T, d) and ``y`` in ``S``'s dtype; ``work``: optional scratch of
+    ``X``'s shape and dtype, reused across calls (the two (n, T, d) intermediates are written there instead
+    of freshly allocated: at n = 20000, d = 200 that spares 64 MB of allocation and page faults per call).
+    Returns ``(L, G)``: ``L`` a float64 scalar tensor (the n terms are summed in float64), ``G`` (d, d)
+    symmetric in ``S``'s dtype (None when ``grad`` is False): the derivative along symmetric directions,
+    ``dL = ⟨G, dS⟩``.
 
     Chain rule: ``A = rowsoftmax(β Z)``; ``∂L/∂A = 2 R`` (seq2lab: ``R = A − y``; seq2seq:
     ``R = (AX − y) Xᵀ/d``); through the softmax, ``∂L/∂Z = β A ⊙ (2R − rowsum(2R ⊙ A))``; through the
@@ -160,16 +169,18 @@ def data_loss_grad(
     symmetric part of ``∂L/∂Z``: two (nT × d) by (d × d) products, the cost of an evaluation.
     """
     n, T, d = X.shape
+    if work is None:
+        work = torch.empty_like(X)
     Xf = X.reshape(n * T, d)
-    XS = (Xf @ S).view(n, T, d)  # (n, T, d)
+    XS = torch.mm(Xf, S, out=work.view(n * T, d)).view(n, T, d)  # (n, T, d)
     Z = torch.bmm(XS, X.transpose(1, 2))  # (n, T, T)
     Z.diagonal(dim1=1, dim2=2).sub_(torch.trace(S))
     Z.mul_(beta / math.sqrt(d))  # β Z
     A = torch.softmax(Z, dim=-1)  # (n, T, T)
     if task == "seq2seq":
-        R = torch.bmm(A, X).sub_(y)  # (n, T, d)
-        loss = R.square().sum(dtype=torch.float64) / d
+        R = torch.bmm(A, X, out=work).sub_(y)  # (n, T, d)
         dA = torch.bmm(R, X.transpose(1, 2)).mul_(2.0 / d) if grad else None  # (n, T, T)
+        loss = R.square_().sum(dtype=torch.float64) / d
     else:
         R = A - y  # (n, T, T)
         loss = R.square().sum(dtype=torch.float64)
@@ -178,7 +189,7 @@ def data_loss_grad(
         return loss, None
     D = A * (dA - (dA * A).sum(-1, keepdim=True))  # ∂L/∂(βZ), (n, T, T)
     D = (D + D.transpose(1, 2)).mul_(beta / (2 * math.sqrt(d)))  # symmetric part, times β/√d
-    G = Xf.T @ torch.bmm(D, X).view(n * T, d)  # (d, d)
+    G = Xf.T @ torch.bmm(D, X, out=work).view(n * T, d)  # (d, d)
     G.diagonal().sub_(D.diagonal(dim1=1, dim2=2).sum())
     return loss, (G + G.T) / 2  # symmetric up to rounding: made exactly so
 
@@ -191,6 +202,7 @@ class _Problem:
         self, X: torch.Tensor, y: torch.Tensor, task: str, beta: float, factorised: bool, p: int, reg: float
     ):
         self.X, self.y, self.task, self.beta = X, y, task, beta
+        self.work = torch.empty_like(X)  # scratch of data_loss_grad, reused by every evaluation
         self.factorised, self.reg = factorised, reg
         d = X.shape[-1]
         self.d = d
@@ -207,7 +219,7 @@ class _Problem:
     def __call__(self, P: torch.Tensor, grad: bool = True) -> tuple[float, torch.Tensor | None]:
         """(data loss + penalty, its gradient in P (float64) or None)."""
         S = self.S(P)
-        loss, G = data_loss_grad(S.to(self.X.dtype), self.X, self.y, self.beta, self.task, grad)
+        loss, G = data_loss_grad(S.to(self.X.dtype), self.X, self.y, self.beta, self.task, grad, self.work)
         value = float(loss) + self.penalty(P)
         if not grad:
             return value, None
