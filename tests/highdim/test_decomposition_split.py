@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from attnlab.highdim import decompose_by_recovered, denoiser_sample
+from attnlab.highdim.decomposition import recovered_blocks
 
 
 def _basis(d, seed=0):
@@ -56,3 +57,22 @@ def test_denoiser_limits():
     ev = torch.linalg.eigvalsh(Z - 10 * torch.eye(d, dtype=torch.float64)).numpy()
     assert np.var(ev) == pytest.approx(0.49, rel=0.03)
     assert ev.max() == pytest.approx(2 * 0.7, rel=0.05)  # the semicircle's edge 2δ
+
+
+def test_blocks_sum_to_the_error_and_carry_the_parts():
+    # the four block matrices sum to Ŝ − S0, are symmetric, and their squared norms per d are the parts
+    # computed by decompose_by_recovered through its own projections (float64 round trips: 1e-12)
+    d, k = 9, 3
+    U = _basis(d, 4)
+    s = torch.tensor([6.0, 4.0, 3.0, 1.5, 1.0, 0.6, 0.3, 0.1, 0.05], dtype=torch.float64)
+    S0 = (U * s) @ U.T
+    M = torch.randn(d, d, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    S_hat = S0 + (M + M.T) / 2
+    blocks = recovered_blocks(S_hat, S0, k)
+    torch.testing.assert_close(sum(blocks.values()), S_hat - S0, rtol=0, atol=1e-12)
+    split = decompose_by_recovered(S_hat, S0, k)
+    for name, B in blocks.items():
+        torch.testing.assert_close(B, B.T, rtol=0, atol=1e-12)
+        assert float((B**2).sum()) / d == pytest.approx(getattr(split, name), rel=1e-12)
+    with pytest.raises(ValueError, match="n_recovered"):
+        recovered_blocks(S_hat, S0, -1)

@@ -29,6 +29,7 @@ __all__ = [
     "decompose_by_recovered",
     "decompose_error",
     "denoiser_sample",
+    "recovered_blocks",
 ]
 
 
@@ -152,6 +153,35 @@ def decompose_by_recovered(S_hat: torch.Tensor, S0: torch.Tensor, n_recovered: i
     approx = float(((R.T @ D @ R) ** 2).sum()) / d
     rotation = 2 * float(((R.T @ D @ H) ** 2).sum()) / d
     return RecoveredSplit(over, under, approx, rotation, float((D**2).sum()) / d, n_recovered)
+
+
+def recovered_blocks(S_hat: torch.Tensor, S0: torch.Tensor, n_recovered: int) -> dict[str, torch.Tensor]:
+    """The error ``Ŝ − S0`` as four symmetric matrices, one per part of :func:`decompose_by_recovered`,
+    that sum to it: with ``R``/``H`` the ``n_recovered`` strongest target eigenvectors and the rest and
+    ``M = Uᵀ(Ŝ − S0)U``, ``approx = R M_RR Rᵀ``, ``rotation = R M_RH Hᵀ + H M_HR Rᵀ``,
+    ``under = H diag(M_HH) Hᵀ`` and ``over = H (M_HH − diag M_HH) Hᵀ``. ``‖part‖_F²/d`` is the part's value
+    in :func:`decompose_by_recovered`; ``S0 + part`` is a matrix whose test error is the part's share of the
+    excess error.
+    """
+    S0 = check_tensor("S0", S0, ndim=2).to(torch.float64)
+    S_hat = check_tensor("S_hat", S_hat, shape=tuple(S0.shape)).to(torch.float64)
+    S0 = S0.to(S_hat.device)
+    d = S0.shape[0]
+    if not isinstance(n_recovered, int) or isinstance(n_recovered, bool) or not 0 <= n_recovered <= d:
+        raise ValueError(f"n_recovered: expected an integer in [0, {d}], got {n_recovered!r}")
+    s, U = torch.linalg.eigh(S0)
+    U = U[:, torch.argsort(s, descending=True)]
+    R, H = U[:, :n_recovered], U[:, n_recovered:]  # (d, k), (d, d − k)
+    D = S_hat - S0
+    M_RH = R.T @ D @ H  # (k, d − k)
+    M_HH = H.T @ D @ H  # (d − k, d − k)
+    dg = torch.diag(torch.diagonal(M_HH))
+    return {
+        "over": H @ (M_HH - dg) @ H.T,
+        "under": H @ dg @ H.T,
+        "approx": R @ (R.T @ D @ R) @ R.T,
+        "rotation": R @ M_RH @ H.T + H @ M_RH.T @ R.T,
+    }
 
 
 def denoiser_sample(
