@@ -263,3 +263,25 @@ def test_single_head_dot_kernel_control_fails_when_the_variance_stays_put():
     power = resolving_power(SINGLE_HEAD, rows(-1.0) + ctrl)
     assert power.base == "holds" and power.controls["dot-kernel"]["as_designed"]
     assert "controls 1/1" in power.label
+
+
+def test_heads_linear_shared_heads_control_holds_so_a_failing_verdict_could_have_held():
+    # the test setting grows like √D; identical heads keep d_k* fixed, so H* = D/d_k* is linear in D
+    sqrt = [
+        _budget_row(1000, r, D**0.5 * (1 + 0.03 * (-1) ** (r + D)), D=D)
+        for D in (6, 8, 12, 16)
+        for r in range(4)
+    ]
+    shared = [
+        _row(
+            {**r.params, "layout": "shared"},
+            {**r.metrics, "dk_star": 2.0 * (1 + 0.03 * (-1) ** i)},
+            "shared-heads",
+        )
+        for i, r in enumerate(sqrt)
+    ]
+    assert HEADS_LINEAR.decide(sqrt).status == "fails"
+    assert HEADS_LINEAR.decide_control("shared-heads", shared).status == "holds"
+    power = resolving_power(HEADS_LINEAR, sqrt + shared)
+    assert power.base == "fails" and power.controls["shared-heads"]["as_designed"]
+    assert not power.cannot_fail and "controls 1/1" in power.label

@@ -13,11 +13,14 @@ over the part of training that was kept (least squares over the checkpoints befo
 step and that step itself, per 100 steps) says which way training pushed the heads on the way to the
 trained projections, not only where they ended.
 
-Verdict rule, per target, on two 95% t-intervals over seeds: the end-minus-start change
-HDI(trained) − HDI(initial) (trained: the early-stopped projections) and the slope of the HDI path.
-Both above 0 holds, both below 0 fails, otherwise (they straddle 0 or disagree) inconclusive; any failing
-target fails the claim, all holding holds it. The trained HDI is also reported as a z-score against the
-random-subspace null, and the figure draws every path against the null's ±2 sd band.
+Verdict rule, per target: the 95% t-interval over seeds of the end-minus-start change
+HDI(trained) − HDI(initial) (trained: the early-stopped projections) decides, and the path must go the
+same way: the interval above 0 with a positive mean slope holds, below 0 with a negative mean slope
+fails, otherwise (the interval straddles 0, or the path's mean slope points the other way)
+inconclusive. The slope's own t-interval and the share of seeds whose path goes the change's way are
+reported beside it. Any failing target fails the claim, all holding holds it. The trained HDI is also
+reported as a z-score against the random-subspace null, and the figure draws every path against the
+null's ±2 sd band.
 
 Controls (one knob each): ``penalised`` (``penalty=1``) — the orthogonality penalty must raise HDI
 (must hold); ``orthogonal-start`` (``init="orthogonal"``) — heads start at HDI = 1, the ceiling, so
@@ -92,8 +95,8 @@ def run(point: Point) -> Result:
 
 
 TOLERANCE = (
-    "per target, 95% t-intervals over seeds of HDI(trained) − HDI(init) and of the HDI path's slope: both "
-    "> 0 holds, both < 0 fails, else inconclusive"
+    "per target, 95% t-interval over seeds of HDI(trained) − HDI(init) > 0 with a positive mean slope of "
+    "the HDI path holds, < 0 with a negative mean slope fails, else inconclusive"
 )
 
 
@@ -112,7 +115,8 @@ def verdict(rows: Sequence[Row]) -> Verdict:
             if r.metrics["hdi_slope_per_100"] == r.metrics["hdi_slope_per_100"]
         ]
         sm, slo, shi = mean_ci(slopes) if len(slopes) >= 2 else (float("nan"),) * 3
-        up, down = lo > 0 and slo > 0, hi < 0 and shi < 0
+        up, down = lo > 0 and sm > 0, hi < 0 and sm < 0
+        same_way = sum((x > 0) == (m > 0) for x in slopes)
         st = "holds" if up else ("fails" if down else "inconclusive")
         statuses.append(st)
         g = {
@@ -124,6 +128,7 @@ def verdict(rows: Sequence[Row]) -> Verdict:
             "change_ci95": [lo, hi],
             "slope_per_100_mean": sm,
             "slope_per_100_ci95": [slo, shi],
+            "seeds_path_with_change": f"{same_way}/{len(slopes)}",
             "val_gain_mean": float(np.mean([r.metrics["val_init"] - r.metrics["val_trained"] for r in rs])),
             "seeds": len(rs),
             "status": st,
@@ -132,7 +137,8 @@ def verdict(rows: Sequence[Row]) -> Verdict:
         parts.append(
             f"{lab}: HDI {g['hdi_init_mean']:.3f} → {g['hdi_trained_mean']:.3f} (null {g['hdi_null']:.3f}, "
             f"z {g['z_trained_mean']:.1f}), change {m:+.3f} CI [{lo:.3f}, {hi:.3f}], path slope {sm:+.3f} "
-            f"per 100 steps CI [{slo:.3f}, {shi:.3f}], {st}"
+            f"per 100 steps CI [{slo:.3f}, {shi:.3f}] (the change's way in {same_way}/{len(slopes)} seeds), "
+            f"{st}"
         )
     numbers["groups"] = "; ".join(parts)
     if not statuses or len(ok) < 2:
