@@ -50,7 +50,7 @@ def theory_vs_adam(rows: Sequence[Row]) -> dict[str, Any]:
             yerr=[v.std(ddof=1) if v.size > 1 else 0.0 for v in vals],
             fmt="o",
             color=line[0].get_color(),
-            label=f"Adam λ̃={lam} (mean ± seed std)",
+            label=f"ERM λ̃={lam} (mean ± seed std)",
         )
     ax.set_xlabel("α = n/d² (dimensionless)")
     ax.set_ylabel("test error (sum over T² entries)")
@@ -226,7 +226,7 @@ def scaling_law(rows: Sequence[Row]) -> dict[str, Any]:
                 continue
             x, y = x[keep], y[keep]
             label = (
-                "state evolution" if side == "theory" else "Adam (seed mean)"
+                "state evolution" if side == "theory" else "ERM (seed mean)"
             ) + f", γ={g}, d={d}, λ̃={lam}"
             line = ax.loglog(x, y, marker, label=label)
             loc = [loglog_slope(x[i : i + 2], y[i : i + 2]) for i in range(x.size - 1)]
@@ -245,7 +245,8 @@ def scaling_law(rows: Sequence[Row]) -> dict[str, Any]:
 
 
 def nuclear_norm(rows: Sequence[Row]) -> dict[str, Any]:
-    """Objective reached by Adam on W against proximal gradient on S, test setting and control."""
+    """Objective reached by the factorised ERM on W against proximal gradient on S, test setting and
+    control."""
     fig, ax = new_figure()
     ax = ax[0][0]
     for ctrl, mark in (("", "o"), ("wrong_penalty", "x")):
@@ -259,7 +260,7 @@ def nuclear_norm(rows: Sequence[Row]) -> dict[str, Any]:
     lo, hi = ax.get_xlim()
     ax.plot([lo, hi], [lo, hi], "k:", lw=1)
     ax.set_xlabel("F(S) reached by proximal gradient on S (per d²)")
-    ax.set_ylabel("F(S) reached by Adam on W (per d²)")
+    ax.set_ylabel("F(S) reached by ERM on W (per d²)")
     ax.legend(fontsize=7)
     return {"nuclear_norm": fig}
 
