@@ -129,3 +129,21 @@ def test_config_validation():
     with pytest.raises(ValueError, match="rtol"):
         TrainConfig(rtol=-1.0)
     assert TrainConfig().tolerance == 1e-7 and TrainConfig.fast().tolerance == 1e-9
+
+
+def test_init_scale_scales_the_start(problem):
+    # one Adam step of length ~1e-12 leaves the start: S = WᵀW/√(pd) scales by init_scale²
+    tr, _ = problem
+    runs = [
+        train_erm(
+            tr,
+            None,
+            lam=0.01,
+            config=TrainConfig(lr=1e-12, max_steps=1, min_steps=1, init_scale=s),
+            generator=generator(12),
+        )
+        for s in (1.0, 0.1)
+    ]
+    assert torch.allclose(runs[1].S, 0.01 * runs[0].S, rtol=1e-9)
+    with pytest.raises(ValueError, match="init_scale"):
+        TrainConfig(init_scale=0.0)

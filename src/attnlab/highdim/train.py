@@ -59,6 +59,7 @@ class TrainConfig:
     optimizer: str = "adam"
     dtype: str = "float64"
     history: int = 20  # L-BFGS memory
+    init_scale: float = 1.0  # W starts N(0, init_scale²) (published: 1)
 
     def __post_init__(self) -> None:
         check_real("lr", self.lr, min=0.0, min_open=True)
@@ -71,6 +72,7 @@ class TrainConfig:
         check_choice("optimizer", self.optimizer, ("adam", "lbfgs"))
         check_choice("dtype", self.dtype, ("float64", "float32"))
         check_int("history", self.history, min=1)
+        check_real("init_scale", self.init_scale, min=0.0, min_open=True)
 
     @property
     def tolerance(self) -> float:
@@ -345,6 +347,8 @@ def train_erm(
     if factorised:
         where = draw_device(generator, torch.device("cpu"))
         P0 = torch.randn(p, d, generator=generator, dtype=torch.float64, device=where).to(dev)
+        if cfg.init_scale != 1.0:
+            P0.mul_(cfg.init_scale)
         reg = lam_from_lam_tilde(lam, kappa)
     else:
         P0 = torch.zeros(d, d, dtype=torch.float64, device=dev)

@@ -33,14 +33,17 @@ def ok_rows(rows: Sequence[Row]) -> tuple[list[Row], str]:
 
 def train_config(p: Any):
     """The ERM optimiser from a claim's ``Params``: fields ``max_steps`` and ``rtol`` (None: the optimiser's
-    default), and ``optimizer`` (``"lbfgs"`` or ``"adam"``) and ``dtype`` where the ``Params`` has them;
-    a ``Params`` without ``optimizer`` keeps the published protocol (Adam in float64)."""
+    default), and ``optimizer`` (``"lbfgs"`` or ``"adam"``), ``dtype`` and ``init_scale`` where the
+    ``Params`` has them; a ``Params`` without ``optimizer`` keeps the published protocol (Adam in float64)."""
     from attnlab.highdim import TrainConfig
 
     optimizer = getattr(p, "optimizer", "adam")
     dtype = getattr(p, "dtype", "float64")
     rtol = None if p.rtol is None else float(p.rtol)
-    return TrainConfig(max_steps=int(p.max_steps), rtol=rtol, optimizer=optimizer, dtype=dtype)
+    init_scale = float(getattr(p, "init_scale", 1.0))
+    return TrainConfig(
+        max_steps=int(p.max_steps), rtol=rtol, optimizer=optimizer, dtype=dtype, init_scale=init_scale
+    )
 
 
 def setting(p: Any, **over: Any):

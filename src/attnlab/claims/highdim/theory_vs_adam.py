@@ -48,6 +48,7 @@ class Params:
     optimizer: Literal["lbfgs", "adam"] = "lbfgs"  # ERM optimiser ("adam": the published protocol)
     dtype: Literal["float32", "float64"] = "float32"  # precision of data and logits (sums in float64)
     max_steps: int = 2000  # optimiser step cap
+    init_scale: float = 1.0  # the factor W starts N(0, init_scale²) (published: 1)
     rtol: float | None = None  # stopping tolerance (None: the optimiser's default, TrainConfig.rtol)
 
 
