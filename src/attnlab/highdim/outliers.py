@@ -11,6 +11,11 @@ eigenvalues of a trained ``Ŝ`` above that same edge.
 to zero: those directions not recovered), optionally with the kept outliers' eigenvectors replaced by random
 directions (outliers of the same size that carry no information on the target): how the test error changes
 with ``k`` tells what each recovered outlier brings to generalisation.
+
+Emergence (C6): :func:`mode_errors` is the error of a learned matrix along each of the target's strongest
+directions, ``(u_kᵀ Ŝ u_k − s_k)²/s_k²`` (1 when the direction is not learned at all, 0 when it is exact),
+and :func:`share_after` the share of such a curve's fall over an α grid that comes after a given α (the α
+at which the direction's outlier leaves the bulk): near 1 when the error drops as the outlier leaves.
 """
 
 from __future__ import annotations
@@ -28,7 +33,14 @@ from attnlab.highdim.setting import Setting
 if TYPE_CHECKING:
     from attnlab.highdim.state_evolution import FixedPoint
 
-__all__ = ["count_outliers", "keep_outliers", "nonzero_components", "predicted_outliers"]
+__all__ = [
+    "count_outliers",
+    "keep_outliers",
+    "mode_errors",
+    "nonzero_components",
+    "predicted_outliers",
+    "share_after",
+]
 
 
 def predicted_outliers(spectrum: PredictedSpectrum, d: int) -> int:
@@ -96,3 +108,37 @@ def keep_outliers(
     Q, _ = torch.linalg.qr(G)  # (d, |kept|) orthonormal columns, uniformly distributed
     Q = Q[:, : kept.numel()]
     return bulk + (Q * w[kept]) @ Q.T
+
+
+def mode_errors(S: torch.Tensor, S0: torch.Tensor, modes: int) -> np.ndarray:
+    """``(u_kᵀ S u_k − s_k)² / s_k²`` for the ``modes`` largest eigenvalues ``s_k`` of ``S0`` (eigenvectors
+    ``u_k``), largest first: the relative error of ``S`` along each strongest target direction."""
+    S0 = check_tensor("S0", S0, ndim=2).to(torch.float64)
+    S = check_tensor("S", S, shape=tuple(S0.shape)).to(torch.float64).to(S0.device)
+    modes = check_int("modes", modes, min=1, max=S0.shape[0])
+    s, U = torch.linalg.eigh(S0)
+    top = torch.argsort(s, descending=True)[:modes]
+    s, U = s[top], U[:, top]  # (modes,), (d, modes)
+    rq = torch.einsum("dk,de,ek->k", U, S, U)  # (modes,) Rayleigh quotients
+    return ((rq - s) / s).pow(2).cpu().numpy()
+
+
+def share_after(alphas: Sequence[float], values: Sequence[float], at: float) -> float:
+    """The share of the fall of ``values`` over the grid ``alphas`` that comes after ``α = at``:
+    ``(v(at) − v_last) / (v_first − v_last)``, with ``v(at)`` interpolated linearly in ``ln α``, clipped to
+    ``[0, 1]`` (nan when the values do not fall). Near 1 when a curve starts to fall at ``at``, near 0 when
+    it has fallen before."""
+    a = np.asarray(alphas, dtype=float)
+    v = np.asarray(values, dtype=float)
+    if a.ndim != 1 or v.shape != a.shape or a.size < 2:
+        raise ValueError(
+            f"values: expected one value per α (at least two α), got shapes {a.shape}, {v.shape}"
+        )
+    if np.any(a <= 0) or np.any(np.diff(a) <= 0):
+        raise ValueError("alphas: expected positive, increasing sample ratios")
+    at = check_real("at", at, min=0.0, min_open=True)
+    fall = v[0] - v[-1]
+    if not fall > 0:
+        return float("nan")
+    v_at = float(np.interp(np.log(at), np.log(a), v))
+    return float(np.clip((v_at - v[-1]) / fall, 0.0, 1.0))
