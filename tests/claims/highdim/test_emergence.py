@@ -73,9 +73,11 @@ def test_share_after_by_hand():
 
 
 def test_real_point():
-    p = CLAIM.points("quick", overrides={"d": 10, "max_steps": 30, "draws": 2})[3]
+    ov = {"d": 20, "max_steps": 30, "draws": 2, "nodes": 256, "alpha": 0.2}
+    p = CLAIM.points("quick", overrides=ov)[0]
     res = CLAIM.run(p)
     ev = res.arrays["eigenvalues"]
     assert res.metrics["outliers_sim"] == int(np.sum(ev > res.metrics["edge"]))
+    assert res.metrics["outliers_theory"] >= 1
     e = res.arrays["mode_errors_sim"]
     assert e.shape == (3,) and np.all(e >= 0) and res.arrays["mode_errors_theory"].shape == (3,)
