@@ -168,6 +168,12 @@ def budget_law(rows: Sequence[Row]) -> dict[str, Any]:
     ax.set_ylabel("integrated MSE (squared target units)")
     ax.legend(fontsize=5)
     ax.set_title("MSE across budget splits")
+    for i, key in enumerate(keys):  # the memory-capped control: d_k* must not grow with n
+        rs = [r for r in _ok(rows, "memory-capped") if (r.params["D"], r.params["d"], r.params["c"]) == key]
+        ns = sorted({r.params["n"] for r in rs})
+        if ns:
+            mean_dk = [np.mean([r.metrics["dk_star"] for r in rs if r.params["n"] == n]) for n in ns]
+            bx.plot(ns, mean_dk, "x--", color=f"C{i}", lw=1, label=f"c={key[2]}, memory capped (control)")
     bx.set_xscale("log")
     bx.set_yscale("log", base=2)
     bx.set_xlabel("training-sample size n")
@@ -204,21 +210,22 @@ def weighting(rows: Sequence[Row]) -> dict[str, Any]:
 
 
 def heads_linear_in_budget(rows: Sequence[Row]) -> dict[str, Any]:
-    ok = _ok(rows)
     fig, axes = new_figure(1, 1, 5, 3.6)
     ax = axes[0][0]
-    Ds = sorted({r.params["D"] for r in ok})
-    for r in ok:
-        ax.plot(r.params["D"], r.params["D"] / r.metrics["dk_star"], "o", color="C0", alpha=0.5, ms=4)
-    hs = [np.mean([D / r.metrics["dk_star"] for r in ok if r.params["D"] == D]) for D in Ds]
-    ax.plot(Ds, hs, "C0-", label="H* = D/d_k* (mean over seeds)")
-    if Ds:
-        ax.plot(Ds, np.array(Ds) * hs[-1] / Ds[-1], "k--", lw=1, label="linear in D")
+    for i, name in enumerate(sorted({r.control for r in rows if r.ok})):
+        ok = _ok(rows, name)
+        Ds = sorted({r.params["D"] for r in ok})
+        for r in ok:
+            ax.plot(r.params["D"], r.params["D"] / r.metrics["dk_star"], "o", color=f"C{i}", alpha=0.4, ms=3)
+        hs = [np.mean([D / r.metrics["dk_star"] for r in ok if r.params["D"] == D]) for D in Ds]
+        ax.plot(Ds, hs, f"C{i}-", label=f"{name or 'test'}: H* = D/d_k* (mean over seeds)")
+        if Ds:
+            ax.plot(Ds, np.array(Ds) * hs[-1] / Ds[-1], "--", color=f"C{i}", lw=1, label="linear in D")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xlabel("budget D = H·d_k")
     ax.set_ylabel("optimal number of heads H*")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=6)
     return {"heads_vs_budget": fig}
 
 
@@ -235,9 +242,10 @@ def many_small_heads(rows: Sequence[Row]) -> dict[str, Any]:
             alpha=0.6,
         )
     ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
     ax.set_xlabel("per-head dimension d_k (H = D/d_k)")
     ax.set_ylabel("integrated MSE (squared target units)")
-    ax.set_title("Every split of the budget, one line per seed", fontsize=9)
+    ax.set_title("Every split, one line per seed (blue test, orange pure-noise control)", fontsize=8)
     return {"mse_by_split": fig}
 
 
@@ -274,6 +282,15 @@ def single_head_smoother(rows: Sequence[Row]) -> dict[str, Any]:
             "o",
             color=f"C{i}",
             label=f"c={c}",
+        )
+    for i, c in enumerate(sorted({r.params["c"] for r in _ok(rows, "dot-kernel")})):
+        rs = [r for r in _ok(rows, "dot-kernel") if r.params["c"] == c]
+        ax.plot(
+            [r.metrics["n_h"] for r in rs],
+            [r.metrics["variance"] for r in rs],
+            "x",
+            color=f"C{i}",
+            label=f"c={c}, dot-product kernel (control)",
         )
     if ok:
         x = np.array(sorted(r.metrics["n_h"] for r in ok))
