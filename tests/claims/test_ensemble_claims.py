@@ -242,6 +242,36 @@ def test_decorrelation_verdict_per_objective_and_only_where_training_helped():
     assert power.label == "controls 1/1" and not power.cannot_fail
 
 
+def test_decorrelation_unresolved_group_reports_the_seeds_its_interval_needs():
+    from scipy import stats
+
+    s = [8, 3, 2, "radial", 0.5, 500, 1.5]
+    diffs = [-0.05, 0.02, -0.03, 0.01, -0.04, 0.0]  # paired penalised − plain: mean −0.015, straddles 0
+    rows = [
+        _fake(
+            DECORRELATION_OPTIMAL,
+            {"setting": s, "objective": "loo", "penalty": 1.0, "rep": i},
+            {
+                "test_mse_init": 0.9,
+                "test_mse_plain": 0.7 + 0.001 * i,
+                "test_mse_penalised": 0.7 + 0.001 * i + dm,
+                **{f"hdi_{k}": 0.8 for k in ("init", "plain", "penalised")},
+                **{k: 0.1 for k in ("objective_plain", "best_step_plain", "best_step_penalised")},
+                **{k: 0.1 for k in ("bias2_plain", "var_plain", "bias2_penalised", "var_penalised")},
+            },
+        )
+        for i, dm in enumerate(diffs)
+    ]
+    v = DECORRELATION_OPTIMAL.verdict(rows)
+    g = next(x for x in v.numbers.values() if isinstance(x, dict))
+    assert v.status == "inconclusive" and g["status"] == "inconclusive"
+    # independent computation: t half-width from scipy, then seeds · (half-width/|mean|)²
+    d = np.array(diffs)
+    half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
+    assert g["seeds_needed"] == int(np.ceil(len(d) * (half / abs(d.mean())) ** 2))
+    assert g["seeds_needed"] > len(d) and f"about {g['seeds_needed']} needed" in v.numbers["groups"]
+
+
 def test_variance_claim_flips_when_the_identical_heads_prediction_is_off_by_one_percent():
     s = [8, 3, 2, "sine", 1.0, 200, 1.5]
     rows = [
