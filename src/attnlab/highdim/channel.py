@@ -93,6 +93,17 @@ class OutputChannel:
         self._proj = torch.linalg.pinv(C) @ C  # (K, K) projector onto the row space of C
         self._target = (setting.beta0 / setting.beta) * noisy  # (N, K)
 
+    def head(self, n: int) -> OutputChannel:
+        """The channel on the first ``n`` nodes (a prefix of a scrambled Sobol sequence, itself a balanced
+        quasi-random set when ``n`` is a power of 2): the same as ``OutputChannel(setting, n, seed)``."""
+        n = check_int("n", n, min=16, max=self.N)
+        out = object.__new__(OutputChannel)
+        out.__dict__.update(self.__dict__)
+        for k in ("g1", "g2", "xi", "zstar", "y", "_target"):
+            setattr(out, k, getattr(self, k)[:n])
+        out.N = n
+        return out
+
     def _softmax(self, v: torch.Tensor, beta: float) -> torch.Tensor:
         A = (v @ self.L.T).reshape(-1, self.T, self.T)  # (N, T, T)
         E = torch.exp(beta * (A - A.amax(-1, keepdim=True)))  # (N, T, T)
@@ -138,6 +149,7 @@ class OutputChannel:
         max_iter: int = 100,
         *,
         h0: torch.Tensor | None = None,
+        rows: torch.Tensor | None = None,
     ):
         """``h = argmin ‖h − z‖²/(2Σ) + ‖y − σ_β(h)‖²`` for every node; returns (h, value at h).
 
@@ -146,12 +158,14 @@ class OutputChannel:
         only what the slow nodes cost. ``h0`` warm-starts from a nearby solution (a neighbouring ``(q, m, Σ)``
         of a fixed-point iteration); the objective need not be convex, so a warm start can end in another
         local minimum than the cold start: callers check against the cold start (see
-        :func:`attnlab.highdim.fixed_point.solve_anderson`).
+        :func:`attnlab.highdim.fixed_point.solve_anderson`). ``rows`` (indices into the nodes): ``z`` and
+        ``h0`` hold only those nodes.
         """
         h = (z if h0 is None else h0).clone()  # (N, K)
+        ys = self.y if rows is None else self.y[rows]  # (n, T²) the labels of these nodes
         idx = torch.arange(h.shape[0])
         for _ in range(max_iter):
-            zi, yi = z[idx], self.y[idx]
+            zi, yi = z[idx], ys[idx]
             hi = h[idx]
             val, grad, H = self._loss_grad(hi, zi, sigma, y=yi)
             gnorm = grad.abs().amax(-1) * sigma  # (n,) scale-free
@@ -167,15 +181,21 @@ class OutputChannel:
             slope = (grad * step).sum(-1)  # (n,) predicted decrease (negative)
             # a full step whose predicted decrease is below rounding is taken (quadratic regime)
             tiny = -slope < 1e-13 * (1 + val.abs())
+            pend = torch.arange(hi.shape[0])  # nodes whose step is not accepted yet
             for _ in range(30):
-                cval, _, _ = self._loss_grad(hi + t * step, zi, sigma, need_jac=False, y=yi)
+                tp = t[pend]  # (k, 1)
+                cval, _, _ = self._loss_grad(
+                    hi[pend] + tp * step[pend], zi[pend], sigma, need_jac=False, y=yi[pend]
+                )
                 # Armijo, or the full step in the quadratic regime
-                ok = (cval <= val + 1e-4 * t.squeeze(-1) * slope) | (tiny & (t.squeeze(-1) == 1))
-                if bool(ok.all()):
+                tp = tp.squeeze(-1)
+                ok = (cval <= val[pend] + 1e-4 * tp * slope[pend]) | (tiny[pend] & (tp == 1))
+                t[pend[~ok]] = t[pend[~ok]] / 2
+                pend = pend[~ok]
+                if pend.numel() == 0:
                     break
-                t = torch.where(ok.unsqueeze(-1), t, t / 2)
             h[idx] = hi + t * step
-        val, _, _ = self._loss_grad(h, z, sigma, need_jac=False)
+        val, _, _ = self._loss_grad(h, z, sigma, need_jac=False, y=ys)
         return h, val
 
     def hats(self, q: float, m: float, sigma: float, alpha: float) -> tuple[float, float, float, float]:
@@ -202,15 +222,38 @@ class OutputChannel:
     ) -> tuple[float, float, float, float, torch.Tensor]:
         """As :meth:`hats`, the proximal step started from ``h0`` (default: the better of the two starts of
         :meth:`prox_best`), and the solution ``h`` (N, K) itself (to warm-start the next evaluation)."""
-        q0 = self.s.q0
         z = self.z_of(q, m)
         h, M = self.prox_best(z, sigma) if h0 is None else self.prox(z, sigma, h0=h0)
-        dz = h - z  # (N, K)
+        t = self.node_terms(q, m, sigma, alpha, z, h, M)  # (N, 4)
+        qh, mh, sh, EM = (float(v) for v in t.mean(0))
+        return qh, mh, sh, EM, h
+
+    def node_terms(
+        self,
+        q: float,
+        m: float,
+        sigma: float,
+        alpha: float,
+        z: torch.Tensor,
+        h: torch.Tensor,
+        M: torch.Tensor,
+        rows: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Per-node terms ``(q̂, m̂, Σ̂, M)`` of the output equations, (n, 4): their means over the nodes are
+        the hats and ``E[M]``. ``z``, ``h`` (n, K) and ``M`` (n,) at the nodes ``rows`` (default all)."""
+        q0 = self.s.q0
+        zs = self.zstar if rows is None else self.zstar[rows]  # (n, K)
+        dz = h - z  # (n, K)
         C = q0 * q - m * m
-        qh = 2 * alpha * float((dz**2).sum(-1).mean()) / sigma**2
-        mh = 2 * alpha * float((dz * (q * self.zstar - m * z)).sum(-1).mean()) / (sigma * C)
-        sh = -2 * alpha * float((dz * (q0 * z - m * self.zstar)).sum(-1).mean()) / (sigma * C)
-        return qh, mh, sh, float(M.mean()), h
+        return torch.stack(
+            [
+                2 * alpha * (dz**2).sum(-1) / sigma**2,
+                2 * alpha * (dz * (q * zs - m * z)).sum(-1) / (sigma * C),
+                -2 * alpha * (dz * (q0 * z - m * zs)).sum(-1) / (sigma * C),
+                M,
+            ],
+            -1,
+        )
 
     def test_error(self, q: float, m: float) -> float:
         """``E‖σ_β0(z0) − σ_β(z)‖²`` with noisy ``z0`` (same nodes)."""

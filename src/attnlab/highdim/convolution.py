@@ -47,16 +47,13 @@ class ConvolvedLaw:
         a = t / s
         b = -(x / s + t)
         c = x + 1 / s - s
-        comp = np.zeros((n, 3, 3))  # (n, 3, 3) companion matrices
-        comp[:, 0, :] = -np.stack([b / a, c / a, np.full(n, -1.0 / a)], axis=-1)
-        comp[:, 1, 0] = 1.0
-        comp[:, 2, 1] = 1.0
-        roots = np.linalg.eigvals(comp)  # (n, 3)
+        roots = _cubic_roots(b / a, c / a, np.full(n, -1.0 / a))  # (n, 3)
         idx = np.argmin(roots.imag, axis=-1)
         g = roots[np.arange(n), idx]
-        # polish by Newton on the cubic itself: the companion eigenvalues lose ~|b/a| ~ 1/δ² in relative
-        # accuracy at small δ, Newton restores full precision on the chosen (simple) root
-        for _ in range(2):
+        # polish by Newton on the cubic itself: Cardano's formula loses ~|b/a| ~ 1/δ² in relative accuracy
+        # at small δ (the root sought is O(1), the two others O(1/δ²)); Newton restores full precision on
+        # the chosen (simple) root
+        for _ in range(3):
             pg = ((a * g + b) * g + c) * g - 1.0
             dp = (3 * a * g + 2 * b) * g + c
             g = g - pg / np.where(dp == 0, 1.0, dp)
@@ -262,6 +259,41 @@ class ConvolvedLaw:
     @property
     def upper_edge(self) -> float:
         return self.intervals[-1][1]
+
+
+def _cubic_roots(B: np.ndarray, C: np.ndarray, D: np.ndarray) -> np.ndarray:
+    """The three complex roots of ``G³ + B G² + C G + D = 0`` for each row, (n, 3).
+
+    Cardano's formula (``t = G + B/3`` solves ``t³ + p t + r = 0``, ``t = u − p/(3u)`` with
+    ``u³ = −r/2 ± √(r²/4 + p³/27)``, the sign that avoids cancellation) gives the root of largest modulus
+    accurately; it is polished by Newton's method and the other two come from the deflated quadratic
+    ``G² − S G + P`` with ``P = −D/g1`` and ``S = (C − P)/g1`` (Vieta, no cancellation when ``|B|`` is
+    large, as for the MP cubic at small δ, whose large root is ~1/δ² and the two others O(1))."""
+    B, C, D = (np.asarray(v, dtype=complex) for v in (B, C, D))
+    p = C - B * B / 3
+    r = 2 * B**3 / 27 - B * C / 3 + D
+    sq = np.sqrt(r * r / 4 + p**3 / 27)
+    w1, w2 = -r / 2 + sq, -r / 2 - sq
+    w = np.where(np.abs(w1) >= np.abs(w2), w1, w2)
+    u = w ** (1 / 3)  # (n,) principal cube root
+    om = np.exp(2j * np.pi / 3 * np.arange(3))  # (3,)
+    uk = u[:, None] * om[None, :]  # (n, 3)
+    safe = np.where(uk == 0, 1.0, uk)
+    roots = np.where(uk == 0, 0.0, uk - p[:, None] / (3 * safe)) - B[:, None] / 3  # (n, 3)
+    g1 = roots[np.arange(B.size), np.argmax(np.abs(roots), axis=-1)]  # (n,)
+    for _ in range(3):
+        f = ((g1 + B) * g1 + C) * g1 + D
+        df = (3 * g1 + 2 * B) * g1 + C
+        g1 = g1 - f / np.where(df == 0, 1.0, df)
+    g1s = np.where(g1 == 0, 1.0, g1)
+    P = -D / g1s
+    S = (C - P) / g1s
+    disc = np.sqrt(S * S - 4 * P)
+    disc = np.where((np.conj(S) * disc).real >= 0, disc, -disc)
+    h = (S + disc) / 2
+    g2 = h
+    g3 = P / np.where(h == 0, 1.0, h)
+    return np.stack([g1, g2, g3], axis=-1)
 
 
 def semicircle_convolution(target: MarchenkoPastur | DiscreteSpectrum, delta: float) -> ConvolvedLaw:

@@ -54,6 +54,9 @@ class FixedPoint:
     stable: bool | None = None
     #: the distinct fixed points a multi-start solve found (this one among them); empty for one start
     candidates: tuple[FixedPoint, ...] = field(default=(), repr=False)
+    #: weight of the second minimum on nodes whose proximal minima swap order at the fixed point (a
+    #: switching cycle on fixed nodes resolved by mixing, :mod:`attnlab.highdim.newton`); None otherwise
+    mixed_weight: float | None = None
 
     def to_dict(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k != "candidates"}

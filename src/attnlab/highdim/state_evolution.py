@@ -21,6 +21,7 @@ from attnlab.highdim.channel import OutputChannel, _one_thread, flat_to_matrix
 from attnlab.highdim.channel import flat_to_matrix_map as flat_to_matrix_map
 from attnlab.highdim.fixed_point import FixedPoint, Stability, _prior, solve_anderson, solve_damped
 from attnlab.highdim.learned_spectrum import PredictedSpectrum, predicted_spectrum
+from attnlab.highdim.newton import solve_newton
 from attnlab.highdim.setting import Setting, lam_from_lam_tilde, lam_tilde_from_lam
 
 __all__ = [
@@ -52,7 +53,7 @@ def state_evolution(
     nodes: int = 4096,
     seed: int = 0,
     channel: OutputChannel | None = None,
-    method: str = "anderson",
+    method: str = "newton",
 ) -> FixedPoint:
     """Solve the state-evolution equations of docs/highdim.md C3 at sample ratio ``α = n/d²``.
 
@@ -80,8 +81,9 @@ def state_evolution(
         Weight of the old value in each update, in [0, 1); a run that does not converge is retried with
         the damping raised by 0.3 (up to 0.9).
     tol : float
-        ``"anderson"``: stop when the relative fixed-point residual is below ``tol/10`` (the distance to
-        the fixed point is then below ``tol`` for a contraction factor up to 0.9); ``"damped"``: stop when
+        ``"newton"`` and ``"anderson"``: stop when the relative fixed-point residual is below ``tol/10``
+        (the distance to the fixed point is then below ``tol`` for a contraction factor up to 0.9);
+        ``"damped"``: stop when
         the largest relative change of the six order parameters in one iteration is below ``tol``.
     max_iter : int
         Iteration cap (map evaluations; ``converged`` is False when reached).
@@ -91,10 +93,13 @@ def state_evolution(
         Scrambling seed of the nodes.
     channel : OutputChannel, optional
         Precomputed nodes for ``setting`` (sweeps share one).
-    method : "anderson" or "damped"
-        The iteration (:mod:`attnlab.highdim.fixed_point`): Anderson acceleration of the damped iteration
-        with warm-started proximal steps (the default; checked against cold starts at convergence), or the
-        plain damped iteration. Both find the same fixed point.
+    method : "newton", "anderson" or "damped"
+        The iteration: Newton's method on the order parameters with a difference Jacobian, an approach on
+        an eighth of the nodes and warm-started proximal steps checked against cold starts at convergence
+        (the default, :mod:`attnlab.highdim.newton`; falls back to the Anderson iteration when it fails);
+        Anderson acceleration of the damped iteration (:func:`~attnlab.highdim.fixed_point.solve_anderson`);
+        or the plain damped iteration. All find the same fixed point; where nodes of the proximal step
+        switch minima in a cycle only the Newton solver resolves it (``FixedPoint.mixed_weight``).
 
     Returns
     -------
@@ -181,16 +186,18 @@ def select_fixed_point(candidates: Sequence[FixedPoint]) -> int:
     return min(pool, key=lambda i: candidates[i].train_loss)
 
 
-_METHODS = {"anderson": solve_anderson, "damped": solve_damped}
+_METHODS = {"newton": solve_newton, "anderson": solve_anderson, "damped": solve_damped}
 
 
 def _solve_retry(solve, setting, alpha, init, damping, tol, max_iter, nodes, seed, channel) -> FixedPoint:
     ch = channel if channel is not None else OutputChannel(setting, nodes, seed)
     fp = solve(setting, alpha, init, damping, tol, max_iter, ch)
     # an iteration that left the valid region (or stalled) is retried with stronger damping
-    while not fp.converged and damping < 0.85:
+    while not fp.converged and damping < 0.85 and solve is not solve_newton:
         damping = min(0.9, damping + 0.3)
         fp = solve(setting, alpha, init, damping, tol, max_iter, ch)
+    if not fp.converged and solve is solve_newton:  # the Anderson iteration, then the damped one
+        return _solve_retry(solve_anderson, setting, alpha, init, 0.3, tol, max_iter, nodes, seed, ch)
     if not fp.converged and solve is solve_anderson:  # the plain damped iteration as the last resort
         return _solve_retry(solve_damped, setting, alpha, init, 0.3, tol, max_iter, nodes, seed, ch)
     return fp
