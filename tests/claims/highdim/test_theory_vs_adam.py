@@ -85,3 +85,28 @@ def test_published_adam_protocol_is_a_setting():
     assert train_config(sim.p) == TrainConfig(max_steps=1500, rtol=1e-7)
     default = next(p for p in CLAIM.points("quick") if p.p.side == "simulation")
     assert train_config(default.p) == TrainConfig.fast(max_steps=1500)
+
+
+def test_several_d_are_extrapolated_in_one_over_d():
+    from attnlab.claims.highdim.theory_vs_adam import seed_estimate
+
+    # seed means 0.012·(1 + 3/d·10) at d = 60 and 100 (gaps 50% and 30%): the line a + b/d through them
+    # meets the theory (a = 0.012) exactly; its standard error propagates the two means' (exact fit)
+    rows = []
+    for d in (60, 100):
+        for rep, j in enumerate((-1, 0, 1)):
+            m = {"sim_test_error": 0.17, "sim_train_loss": 0.012 * (1 + 30 / d) + 1e-5 * j}
+            rows.append(_row({"side": "simulation", "alpha": 0.5, "lam": 0.01, "d": d, "rep": rep}, m))
+    est, se, per = seed_estimate(rows, "train_loss")
+    assert est == pytest.approx(0.012, rel=1e-9) and set(per) == {60, 100}
+    sem = 1e-5 / 3**0.5
+    assert se == pytest.approx(sem * ((100 / 40) ** 2 + (60 / 40) ** 2) ** 0.5, rel=1e-6)
+    th = _row(
+        {"side": "theory", "alpha": 0.5, "lam": 0.01, "rep": 0},
+        {"se_test_error": 0.17, "se_train_loss": 0.012},
+    )
+    v = CLAIM.decide(rows + [th])
+    assert v.status == "holds" and v.numbers["ds"] == [60, 100] and v.numbers["d"] == 100
+    assert v.numbers["rel_gap_train_loss_a0.5_l0.01_d100"] == pytest.approx(0.3, rel=1e-3)
+    # one d alone (the d = 100 rows): the 30% gap fails
+    assert CLAIM.decide([r for r in rows if r.params["d"] == 100] + [th]).status == "fails"

@@ -5,6 +5,21 @@ same (β, β0).
 Runs :mod:`~attnlab.claims.highdim.theory_vs_adam`'s two sides at β = β0 = 2 (quick) and 0.5, 2 (full), and
 decides with its rule (relative gap of the seed mean within 3% + 2 standard errors of the mean; the
 state-evolution test error and training loss are predictions).
+
+Measurement at β = 2 (each measured at α = 0.3016, λ̃ = 0.01, d = 100): the softmax is sharper, so
+- the state evolution's output quadrature needs more nodes: the test error moves from 0.367 (1024 nodes)
+  to 0.381 (2048) to 0.385 (4096), the training loss within 0.4%; the theory side runs 4096 (quick) and
+  8192 (full);
+- the training loss has several nearby local minima in W: from the published N(0, 1) start the
+  saturated softmax leaves L-BFGS in a higher one (d = 60: 0.0097365 from four starts, against 0.0096781
+  from a 0.1-scaled start or by Adam), so the factor starts at scale 0.1 (``init_scale``), which reached
+  the lowest training loss of the three optimisers in two of three data sets;
+- the training loss varies from data set to data set by ~3% (d = 100, three seeds: 0.00945, 0.00972,
+  0.01000), so three seeds give an unreliable standard error (a 3-seed run measured 0.2%): six seeds;
+- the training loss sits above the state evolution by a finite-size gap larger than at β = 1 (seed means
+  4.7% at d = 100 over six seeds, 2.7% at d = 200 over two), so the simulation runs at d = 60 and 100 and
+  the verdict holds the 1/d extrapolation of the seed means (``theory_vs_adam.seed_estimate``), with its
+  standard error, against the theory.
 """
 
 from __future__ import annotations
@@ -21,24 +36,30 @@ __all__ = ["CLAIM", "CLAIMS", "Params", "run"]
 class Params(tva.Params):
     beta: float = 2.0  # student inverse temperature β
     beta0: float = 2.0  # target inverse temperature β0
+    init_scale: float = 0.1  # the factor starts N(0, 0.01): a lower local minimum at β = 2 (module docstring)
 
 
 def run(point: Point) -> Result:
     return tva.run(point)
 
 
-def _grid(betas: list[float], alphas: list[float], seeds: int, max_steps: int) -> Grid:
-    # β = β0 moves together: one grid per temperature
+def _grid(
+    betas: list[float], alphas: list[float], ds: list[int], seeds: int, max_steps: int, nodes: int
+) -> Grid:
+    # β = β0 moves together: one grid per temperature; the simulation at several d, extrapolated in 1/d
     sims = [
         Grid(
-            {"alpha": alphas},
-            {"side": "simulation", "lam": 0.01, "beta": b, "beta0": b, "d": 100, "max_steps": max_steps},
+            {"alpha": alphas, "d": ds},
+            {"side": "simulation", "lam": 0.01, "beta": b, "beta0": b, "max_steps": max_steps},
             seeds,
         )
         for b in betas
     ]
     theory = [
-        Grid({"alpha": alphas}, {"side": "theory", "lam": 0.01, "beta": b, "beta0": b, "rep": 0})
+        Grid(
+            {"alpha": alphas},
+            {"side": "theory", "lam": 0.01, "beta": b, "beta0": b, "nodes": nodes, "rep": 0},
+        )
         for b in betas
     ]
     return Grid(sims[0].axes, sims[0].fixed, seeds, extra=sims[1:] + theory)
@@ -48,11 +69,14 @@ CLAIM = Claim(
     id="highdim.temperature",
     kind="theorem",
     paper=tva.PAPER,
-    statement="At β = β0 ≠ 1 Adam's test error and training loss match the state evolution at the same "
-    "temperatures (within 3% + 2 standard errors of the seed mean at d = 100).",
-    version=2,
+    statement="At β = β0 ≠ 1 the ERM's test error and training loss match the state evolution at the same "
+    "temperatures (extrapolated to d → ∞ from d = 60 and 100, within 3% + 2 standard errors).",
+    version=3,
     params=Params,
-    grids={"quick": _grid([2.0], [0.3016], 3, 1500), "full": _grid([0.5, 2.0], [0.3016, 1.0], 5, 3000)},
+    grids={
+        "quick": _grid([2.0], [0.3016], [60, 100], 6, 1500, 4096),
+        "full": _grid([0.5, 2.0], [0.3016, 1.0], [100, 200], 8, 3000, 8192),
+    },
     run=run,
     verdict=tva.verdict,
     predictions=tva.CLAIM.predictions,
