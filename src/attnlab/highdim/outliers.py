@@ -16,10 +16,17 @@ Emergence (C6): :func:`mode_errors` is the error of a learned matrix along each 
 directions, ``(u_kᵀ Ŝ u_k − s_k)²/s_k²`` (1 when the direction is not learned at all, 0 when it is exact),
 and :func:`share_after` the share of such a curve's fall over an α grid that comes after a given α (the α
 at which the direction's outlier leaves the bulk): near 1 when the error drops as the outlier leaves.
+:func:`spike_exit_alpha` gives that α for one target eigenvalue ``s``: in ``S0 + δZ`` an isolated eigenvalue
+``s`` of ``S0`` leaves the semicircle bulk of the noise (as an outlier at ``s + δ²/s``, above the edge ``2δ``)
+when ``s > δ``, the spectral transition of a low-rank perturbation of a Wigner matrix. The finite-d count of
+:func:`predicted_outliers` (support pieces of the convolved law, each target eigenvalue an atom of mass
+``1/d``) separates a piece only later, near ``s ≈ 2δ``: the transition itself is invisible in the limiting
+density.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -40,6 +47,7 @@ __all__ = [
     "nonzero_components",
     "predicted_outliers",
     "share_after",
+    "spike_exit_alpha",
 ]
 
 
@@ -142,3 +150,23 @@ def share_after(alphas: Sequence[float], values: Sequence[float], at: float) -> 
         return float("nan")
     v_at = float(np.interp(np.log(at), np.log(a), v))
     return float(np.clip((v_at - v[-1]) / fall, 0.0, 1.0))
+
+
+def spike_exit_alpha(alphas: Sequence[float], deltas: Sequence[float], s: float) -> float | None:
+    """The α at which ``δ(α) = s`` (``deltas`` decreasing along increasing ``alphas``; linear interpolation
+    of ``ln δ`` in ``ln α``): where a target eigenvalue ``s`` leaves the noise bulk (module docstring).
+    None when ``s`` is out of the bulk already at the first α or still inside it at the last."""
+    a = np.asarray(alphas, dtype=float)
+    dl = np.asarray(deltas, dtype=float)
+    if a.ndim != 1 or dl.shape != a.shape or a.size < 2:
+        raise ValueError(f"deltas: expected one δ per α (at least two α), got shapes {a.shape}, {dl.shape}")
+    if np.any(a <= 0) or np.any(np.diff(a) <= 0) or np.any(dl <= 0):
+        raise ValueError("alphas, deltas: expected positive values on increasing α")
+    s = check_real("s", s, min=0.0, min_open=True)
+    above = dl > s  # still inside the bulk
+    if not above[0] or above[-1]:
+        return None
+    i = int(np.argmin(above))  # first α with δ <= s
+    la, ld = np.log(a[i - 1 : i + 1]), np.log(dl[i - 1 : i + 1])
+    t = (math.log(s) - ld[0]) / (ld[1] - ld[0]) if ld[1] != ld[0] else 1.0
+    return float(math.exp(la[0] + t * (la[1] - la[0])))

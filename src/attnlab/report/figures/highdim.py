@@ -167,20 +167,43 @@ def decomposition(rows: Sequence[Row]) -> dict[str, Any]:
 
 
 def emergence(rows: Sequence[Row]) -> dict[str, Any]:
-    """Outlier counts against α (left) and the test errors beside them (right)."""
+    """Left: the error along each strongest target direction against α (theory: mean of the draws, lines;
+    ERM: markers; seed means), with the α at which each leaves the noise bulk (δ(α) = s_k, dotted).
+    Right: the test errors."""
     rs = sorted(_test(rows), key=lambda r: r.params["alpha"])
     fig, axes = new_figure(1, 2)
     ax, axe = axes[0]
-    a = [r.params["alpha"] for r in rs]
-    ax.step(a, [r.metrics["outliers_theory"] for r in rs], where="mid", label="theory (finite-d SE)")
-    ax.plot(a, [r.metrics["outliers_sim"] for r in rs], "o", label="Adam (above the predicted edge)")
+    by = _by(rs, "alpha")
+    a = sorted(k[0] for k in by)
+    if a and "mode_errors_draws" in rs[0].arrays:
+        th = np.array(
+            [
+                np.mean([np.asarray(r.arrays["mode_errors_draws"]).mean(axis=0) for r in by[(x,)]], 0)
+                for x in a
+            ]
+        )
+        sim = np.array(
+            [np.mean([np.asarray(r.arrays["mode_errors_sim"]) for r in by[(x,)]], axis=0) for x in a]
+        )
+        deltas = [by[(x,)][0].metrics["delta"] for x in a]
+        for k in range(th.shape[1]):
+            c = f"C{k % 10}"
+            ax.plot(a, th[:, k], "-", color=c, label=f"mode {k + 1}")
+            ax.plot(a, sim[:, k], "o", color=c, ms=3)
+            s_k = float(np.asarray(rs[0].arrays["s_modes"])[k])
+            if deltas[0] > s_k > deltas[-1]:  # δ(α) = s_k inside the grid, log-log interpolation
+                ax.axvline(
+                    float(np.exp(np.interp(-np.log(s_k), -np.log(deltas), np.log(a)))), color=c, ls=":"
+                )
+        ax.legend(fontsize=7)
     ax.set_xscale("log")
     ax.set_xlabel("α = n/d²")
-    ax.set_ylabel("recovered modes (outliers above the bulk)")
-    ax.legend(fontsize=7)
+    ax.set_ylabel("(u_kᵀŜu_k − s_k)²/s_k²: theory (lines), ERM (dots)")
     if rs and "test_error_theory" in rs[0].metrics:
-        axe.plot(a, [r.metrics["test_error_theory"] for r in rs], "-", label="theory")
-        axe.plot(a, [r.metrics["test_error_sim"] for r in rs], "o", label="Adam")
+        axe.plot(
+            a, [np.mean([r.metrics["test_error_theory"] for r in by[(x,)]]) for x in a], "-", label="theory"
+        )
+        axe.plot(a, [np.mean([r.metrics["test_error_sim"] for r in by[(x,)]]) for x in a], "o", label="ERM")
         axe.legend(fontsize=7)
     axe.set_xscale("log")
     axe.set_xlabel("α = n/d²")
