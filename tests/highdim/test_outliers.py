@@ -130,3 +130,24 @@ def test_keep_outliers_against_a_planted_eigenbasis():
     assert float((U[:, -1] @ V[:, 0]) ** 2) < 0.9
     with pytest.raises(ValueError, match="k"):
         keep_outliers(S, -1, 2.0)
+
+
+def test_mode_errors_along_a_planted_eigenbasis():
+    import torch
+
+    from attnlab.highdim.outliers import mode_errors
+
+    # S0 = V diag(s) Vᵀ with s = 4, 3, 2, 1 (V known) and S = S0 + E: along the k-th strongest direction the
+    # relative error is ((V_kᵀ E V_k)/s_k)², computed here in numpy from V directly (float64: 1e-12)
+    g = torch.Generator().manual_seed(3)
+    V, _ = torch.linalg.qr(torch.randn(6, 6, generator=g, dtype=torch.float64))
+    s = torch.tensor([4.0, 3.0, 2.0, 1.0, 0.0, 0.0], dtype=torch.float64)
+    E = torch.randn(6, 6, generator=g, dtype=torch.float64)
+    E = (E + E.T) / 2
+    S0 = (V * s) @ V.T
+    Vn, En = V.numpy(), E.numpy()
+    expect = [(Vn[:, k] @ En @ Vn[:, k] / float(s[k])) ** 2 for k in range(3)]
+    assert mode_errors(S0 + E, S0, 3) == pytest.approx(expect, abs=1e-12)
+    assert mode_errors(torch.zeros(6, 6, dtype=torch.float64), S0, 2) == pytest.approx([1.0, 1.0])
+    with pytest.raises(ValueError, match="modes"):
+        mode_errors(S0, S0, 7)
