@@ -77,3 +77,25 @@ def test_theory_points_use_the_setting():
     got = temperature.CLAIM.run(p).metrics["se_test_error"]
     ref = state_evolution(Setting(lam=0.01, beta=2.0, beta0=2.0), 0.3016, nodes=512).test_error
     assert got == ref
+
+
+def test_temperature_control_trains_at_beta_one(monkeypatch):
+    # the control's ERM runs at β = β0 = 1 while its theory point stays at β = β0 = 2
+    import attnlab.highdim as hd
+
+    seen = []
+
+    def spy(d, alpha, **kw):
+        seen.append((kw["beta"], kw["beta0"]))
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(hd, "simulate", spy)
+    pts = [p for p in temperature.CLAIM.points("quick") if p.control == "beta_one_erm"]
+    sim = next(p for p in pts if p.p.side == "simulation")
+    with pytest.raises(RuntimeError, match="stop"):
+        temperature.CLAIM.run(sim)
+    assert seen == [(1.0, 1.0)]
+    th = next(p for p in pts if p.p.side == "theory")
+    assert (th.p.beta, th.p.beta0) == (2.0, 2.0)
+    rows = _rows(params={"beta": 2.0}) + _rows(1.5, "beta_one_erm", {"beta": 2.0, "sim_beta": 1.0})
+    assert resolving_power(temperature.CLAIM, rows).controls["beta_one_erm"]["got"] == "fails"

@@ -20,14 +20,18 @@ Measurement at β = 2 (each measured at α = 0.3016, λ̃ = 0.01, d = 100): the 
   4.7% at d = 100 over six seeds, 2.7% at d = 200 over two), so the simulation runs at d = 60 and 100 and
   the verdict holds the 1/d extrapolation of the seed means (``theory_vs_adam.seed_estimate``), with its
   standard error, against the theory.
+
+Negative control ``beta_one_erm``: the ERM side at β = β0 = 1 (``sim_beta = 1``) held against the
+state evolution at β = β0 = 2 must come out "fails".
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from attnlab.claims.highdim import theory_vs_adam as tva
-from attnlab.engine.protocol import Claim, Grid, Point, Result
+from attnlab.engine.protocol import Claim, Control, Grid, Point, Result
 
 __all__ = ["CLAIM", "CLAIMS", "Params", "run"]
 
@@ -37,9 +41,13 @@ class Params(tva.Params):
     beta: float = 2.0  # student inverse temperature β
     beta0: float = 2.0  # target inverse temperature β0
     init_scale: float = 0.1  # the factor starts N(0, 0.01): a lower local minimum at β = 2 (module docstring)
+    sim_beta: float | None = None  # β = β0 of the ERM side only (None: beta, beta0); the control sets 1
 
 
 def run(point: Point) -> Result:
+    p: Params = point.p
+    if p.side == "simulation" and p.sim_beta is not None:
+        return tva.run(point, dataclasses.replace(p, beta=p.sim_beta, beta0=p.sim_beta))
     return tva.run(point)
 
 
@@ -71,7 +79,7 @@ CLAIM = Claim(
     paper=tva.PAPER,
     statement="At β = β0 ≠ 1 the ERM's test error and training loss match the state evolution at the same "
     "temperatures (extrapolated to d → ∞ from d = 60 and 100, within 3% + 2 standard errors).",
-    version=3,
+    version=4,
     params=Params,
     grids={
         "quick": _grid([2.0], [0.3016], [60, 100], 6, 1500, 4096),
@@ -80,6 +88,13 @@ CLAIM = Claim(
     run=run,
     verdict=tva.verdict,
     predictions=tva.CLAIM.predictions,
+    controls={
+        "beta_one_erm": Control(
+            expect="fails",
+            set={"sim_beta": 1.0},
+            why="the ERM at β = β0 = 1 against the state evolution at β = β0 = 2: the temperatures matter",
+        )
+    },
     regime=tva.CLAIM.regime,
     explain=tva.CLAIM.explain,
 )

@@ -52,10 +52,12 @@ class Params:
     rtol: float | None = None  # stopping tolerance (None: the optimiser's default, TrainConfig.rtol)
 
 
-def run(point: Point) -> Result:
+def run(point: Point, p: Params | None = None) -> Result:
+    """One point: the state evolution or one ERM run. ``p``: parameters to use instead of ``point.p``
+    (a variant claim's planted change on one side), with ``point``'s seed and device."""
     from attnlab.highdim import simulate, state_evolution
 
-    p: Params = point.p
+    p = point.p if p is None else p
     if p.side == "theory":
         fp = state_evolution(setting(p, beta=p.beta, beta0=p.beta0, kappa=p.kappa), p.alpha, nodes=p.nodes)
         return Result(
