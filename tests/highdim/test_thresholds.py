@@ -68,3 +68,65 @@ def test_tiny_noise_limit_rate():
     assert all(g > 0 for g in gaps)
     for g1, g2 in zip(gaps, gaps[1:]):
         assert 0.46 < g2 / g1 < 0.48
+
+
+# ---------------------------------------------------------------------------------------------------------
+# thresholds read off the state evolution (attnlab.highdim.se_thresholds)
+
+
+def test_power_onset_recovers_exact_power_laws():
+    import numpy as np
+
+    from attnlab.highdim.se_thresholds import power_onset
+
+    a = np.array([0.17, 0.18, 0.19, 0.2, 0.21])
+    # above: 0.7 (α − 0.1535)³; below: 14 (0.2111 − α)^2 on α < 0.2111 — both exact, so the fit returns the
+    # onset, the power and the amplitude to the bounded search's tolerance (1e-10 of the span)
+    up = power_onset(a, 0.7 * (a - 0.1535) ** 3, "above")
+    assert (up.alpha, up.exponent, up.amplitude) == pytest.approx((0.1535, 3.0, 0.7), rel=1e-6)
+    b = a - 0.05
+    down = power_onset(b, 14 * (0.2111 - b) ** 2, "below")
+    assert (down.alpha, down.exponent) == pytest.approx((0.2111, 2.0), rel=1e-6) and down.rms < 1e-8
+    # a pure exponential has no finite onset: the best α_c runs to the bound and is reported as NaN
+    assert math.isnan(power_onset(a, np.exp(30 * a), "above").alpha)
+    with pytest.raises(ValueError, match="three"):
+        power_onset(a[:2], a[:2], "above")
+    with pytest.raises(ValueError, match="positive"):
+        power_onset(a, a - 0.18, "above")
+    with pytest.raises(ValueError, match="side"):
+        power_onset(a, a, "left")
+
+
+def test_in_limit_mask():
+    from attnlab.highdim.se_thresholds import in_limit
+
+    assert in_limit([1.0, 1.0, 2.0], [1.04, 1.2, 2.0]).tolist() == [True, False, True]
+    with pytest.raises(ValueError, match="larger"):
+        in_limit([1.0], [1.0, 2.0])
+
+
+def test_data_loss_and_scan_against_direct_solves():
+    import numpy as np
+
+    from attnlab.highdim import Setting, state_evolution
+    from attnlab.highdim.se_thresholds import data_loss, lam_scan
+
+    s = Setting(lam=1e-3)
+    scan = lam_scan(s, [0.25, 0.3], [1e-2, 1e-3], nodes=256)
+    # each point is the fixed point a cold solve finds (the warm starts only change the path): 1e-5
+    # relative, ten times the solver tolerance
+    for i, lam in enumerate([1e-2, 1e-3]):
+        direct = state_evolution(Setting(lam=lam), 0.3, nodes=256)
+        assert scan[i][1].q == pytest.approx(direct.q, rel=1e-5)
+    # the data loss is the training loss less λ̃ Tr Ŝ/d; at λ̃ = 0 the two coincide, and the penalty part
+    # λ̃ Tr Ŝ/d = −λ̃ η ∂εJ/2 is checked against the spectrum predicted for Ŝ (its mean, C4)
+    fp = scan[1][1]
+    from attnlab.highdim import predicted_spectrum
+
+    ps = predicted_spectrum(s, fp)
+    mean = (
+        ps.rank_fraction
+        * float(np.trapezoid(ps.x * ps.density, ps.x))
+        / max(float(np.trapezoid(ps.density, ps.x)), 1e-300)
+    )
+    assert s.lam * mean == pytest.approx(fp.train_loss - data_loss(s, fp), rel=1e-2)

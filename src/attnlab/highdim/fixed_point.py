@@ -55,7 +55,8 @@ class FixedPoint:
     #: the distinct fixed points a multi-start solve found (this one among them); empty for one start
     candidates: tuple[FixedPoint, ...] = field(default=(), repr=False)
     #: weight of the second minimum on nodes whose proximal minima swap order at the fixed point (a
-    #: switching cycle on fixed nodes resolved by mixing, :mod:`attnlab.highdim.newton`); None otherwise
+    #: switching cycle on fixed nodes resolved by mixing, :mod:`attnlab.highdim.newton`); NaN when such a
+    #: cycle was not resolved (then ``converged`` is False); None otherwise
     mixed_weight: float | None = None
 
     def to_dict(self) -> dict:

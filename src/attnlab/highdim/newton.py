@@ -20,7 +20,10 @@ expectation over a tie set of measure zero is continuous: the cycling nodes ``D`
 ``(1 − w)·(one minimum) + w·(the other)``, and ``w ∈ [0, 1]`` is chosen so that at the fixed point of
 that map the two minima of ``D`` tie on average (the sum of their value differences is 0; regula falsi on
 ``w``, each step a warm Newton solve). That is the fixed point reported, converged, with the weight in
-``FixedPoint.mixed_weight`` (None for an ordinary fixed point).
+``FixedPoint.mixed_weight`` (None for an ordinary fixed point). When no weight resolves the cycle (a
+minimum that vanishes between the two states, not a tie) the point is reported unconverged with
+``mixed_weight`` NaN, and :func:`~attnlab.highdim.state_evolution.state_evolution` does not retry it with the
+other iterations, which cycle alike.
 """
 
 from __future__ import annotations
@@ -191,7 +194,7 @@ def _mixed(F: _Map, cur: _Eval, rows, hB, tol, beta, budget) -> tuple[_Eval, boo
         return cur, False, 0.0
     a, ga, ea = 0.0, e0.gap, e0
     b, gb, eb = 1.0, e1.gap, e1
-    if not (ga < 0 < gb):  # no sign change: not a two-state cycle
+    if not (ga < 0 <= gb):  # no sign change: not a two-state cycle (0: the other minimum vanished there)
         return cur, False, 0.0
     side = 0
     for _ in range(_MIX_STEPS):
@@ -257,7 +260,7 @@ def solve_newton(
         qh, mh, sh, *_ = ch.hats_and_prox(x[0], x[1], x[2], alpha)
         return _finish(setting, ch, alpha, x[0], x[1], x[2], qh, mh, sh, 1, False, math.inf)
     cur, ok = _newton(F, first, None, tol, beta, max_iter)
-    converged, weight, seen = False, None, []
+    converged, weight, seen, cycled = False, None, [], False
     for _ in range(_MAX_ROUNDS):
         if not ok:
             break
@@ -267,6 +270,7 @@ def solve_newton(
             break
         rows = torch.nonzero(off).flatten()
         if any(np.all(np.abs(cur.x - v) <= 1e-6 * np.abs(v)) for v in seen):  # back where it was: a cycle
+            cycled = True
             mixed, converged, weight = _mixed(F, cur, rows, hc[rows], tol, beta, max_iter)
             if converged:
                 cur = mixed
@@ -281,4 +285,6 @@ def solve_newton(
     fp = _finish(
         setting, ch, alpha, x[0], x[1], x[2], *cur.hats, F.evals, converged, cur.change, cur.EM, cur.jv
     )
-    return fp if weight is None or not converged else replace(fp, mixed_weight=float(weight))
+    if converged:
+        return fp if weight is None else replace(fp, mixed_weight=float(weight))
+    return replace(fp, mixed_weight=math.nan) if cycled else fp

@@ -11,6 +11,7 @@ fixed-point iteration, the choice among several fixed points and their local sta
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -196,7 +197,8 @@ def _solve_retry(solve, setting, alpha, init, damping, tol, max_iter, nodes, see
     while not fp.converged and damping < 0.85 and solve is not solve_newton:
         damping = min(0.9, damping + 0.3)
         fp = solve(setting, alpha, init, damping, tol, max_iter, ch)
-    if not fp.converged and solve is solve_newton:  # the Anderson iteration, then the damped one
+    cycled = fp.mixed_weight is not None and math.isnan(fp.mixed_weight)  # the other iterations cycle too
+    if not fp.converged and solve is solve_newton and not cycled:  # the Anderson iteration, then damped
         return _solve_retry(solve_anderson, setting, alpha, init, 0.3, tol, max_iter, nodes, seed, ch)
     if not fp.converged and solve is solve_anderson:  # the plain damped iteration as the last resort
         return _solve_retry(solve_damped, setting, alpha, init, 0.3, tol, max_iter, nodes, seed, ch)
