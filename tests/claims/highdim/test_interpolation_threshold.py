@@ -1,5 +1,5 @@
-"""highdim.interpolation-threshold: the level crossing per d, its 1/d extrapolation, the prediction's
-resolving power, the off-grid and one-d cases, and a real point."""
+"""highdim.interpolation-threshold: the state evolution's onset and the level crossing per d with its 1/d
+extrapolation, the prediction's resolving power, the off-grid and one-d cases, and a real point."""
 
 from __future__ import annotations
 
@@ -15,11 +15,24 @@ A_INTERP = 0.15348210285908004
 ALPHAS = (0.13, 0.145, 0.16, 0.175, 0.19, 0.205)
 
 
-def _rows(shift=0.6, ds=(30, 50), seeds=2, lam=1e-5):
+SE_ALPHAS = (0.13, 0.14, 0.16, 0.17, 0.18, 0.19, 0.2, 0.21)
+SE_LAMS = (1e-6, 1e-7)
+
+
+def _theory_row(onset=A_INTERP):
+    # the state evolution's data loss: 0.7 (α − α_c)³ above the onset at both λ̃ (in the λ̃ → 0 limit), and
+    # below it a residual proportional to λ̃ (not in the limit), so the fit sees only the points above
+    data = [[0.7 * (a - onset) ** 3 if a > onset else 3e-3 * lam for a in SE_ALPHAS] for lam in SE_LAMS]
+    params = {"side": "theory", "se_alphas": SE_ALPHAS, "se_lams": SE_LAMS, "se_rtol": 0.05}
+    m = {"alpha_interp": A_INTERP, "se_data_loss": data, "se_lam_sigma": data, "se_converged": True}
+    return Row("t", params, "ok", m)
+
+
+def _rows(shift=0.6, ds=(30, 50), seeds=2, lam=1e-5, onset=A_INTERP):
     # data loss = level · exp((α − α_c(d))/0.01): log-linear, so the crossing of the level is α_c(d)
     # exactly, with α_c(d) = α_interp + shift/d (a 1/d finite-size shift)
     level = 3 * lam
-    rows = []
+    rows = [_theory_row(onset)]
     for d in ds:
         for rep in range(seeds):
             ac = A_INTERP + shift / d
@@ -42,11 +55,41 @@ def test_extrapolated_crossing_decides():
     assert FIGURES[CLAIM.id](_rows())["interpolation"].axes[0].get_xlabel()
 
 
-def test_power_is_ten_percent():
+def test_state_evolution_onset_decides():
+    v = CLAIM.decide(_rows())
+    # an exact cubic onset: the fit returns it and its power to ~1e-8
+    assert v.numbers["alpha_se"] == pytest.approx(A_INTERP, rel=1e-7)
+    assert v.numbers["se_exponent"] == pytest.approx(3.0, rel=1e-5)
+    assert v.numbers["se_alphas_used"] == [a for a in SE_ALPHAS if a > A_INTERP]
+    # the state evolution 3% away from the closed form: fails, though the simulation agrees
+    assert CLAIM.decide(_rows(onset=1.03 * A_INTERP)).status == "fails"
+    assert CLAIM.decide(_rows(onset=1.015 * A_INTERP)).status == "holds"
+    # fewer than three points in the limit: outside
+    few = [r for r in _rows() if r.params.get("side") != "theory"]
+    t = _theory_row()
+    few.append(
+        Row(
+            "t",
+            {**t.params, "se_rtol": 1e-12},
+            "ok",
+            {
+                **t.metrics,
+                "se_data_loss": [
+                    [v * 1.1 for v in t.metrics["se_data_loss"][0]],
+                    t.metrics["se_data_loss"][1],
+                ],
+            },
+        )
+    )
+    assert CLAIM.decide(few).status == "inconclusive"
+    assert CLAIM.decide([r for r in _rows() if r.params.get("side") != "theory"]).status == "inconclusive"
+
+
+def test_power_is_five_percent():
     pw = resolving_power(CLAIM, _rows())
-    # the gap is |measured/predicted − 1|: a prediction 5% low puts the measurement 5.3% above it (flips),
-    # one 5% high puts it 4.8% below (holds)
-    assert pw.flips["alpha_interp"] == {"+": 0.1, "-": 0.05}
+    # the state evolution's onset equals α_interp: a prediction 2% low puts it 2.04% above (flips at the
+    # 2% tolerance), one 2% high puts it 1.96% below (holds), 5% high 4.8% below (flips)
+    assert pw.flips["alpha_interp"] == {"+": 0.05, "-": 0.02}
 
 
 def test_off_grid_and_single_d_are_outside():
@@ -58,7 +101,11 @@ def test_off_grid_and_single_d_are_outside():
 
 def test_grids_straddle_the_threshold():
     for prof in ("quick", "full"):
-        pts = CLAIM.points(prof)
+        pts = [p for p in CLAIM.points(prof) if p.p.side == "simulation"]
+        th = [p for p in CLAIM.points(prof) if p.p.side == "theory"]
+        assert len(th) == 1 and min(th[0].p.se_alphas) < 0.9 * A_INTERP < 1.1 * A_INTERP < max(
+            th[0].p.se_alphas
+        )
         al = sorted({p.p.alpha for p in pts})
         assert al[0] < 0.9 * A_INTERP and al[-1] > 1.3 * A_INTERP
         assert max(np.diff(al)) <= 0.1 * A_INTERP + 1e-12 and len({p.p.d for p in pts}) >= 2

@@ -6,24 +6,35 @@ Per point: Adam at dimension d, Δ = 0, small λ̃, sample ratio α on a grid ac
 test error and the theory's thresholds in α: factorised ``alpha_pr``, Bayes-optimal ``alpha_bo`` and
 unfactorised ``alpha_pr_unfactorised``.
 
-Three readings decide together:
-1. the threshold: the α where the factorised test error falls through ``level`` (per seed, by
-   :func:`attnlab.highdim.crossings.level_crossing`), taken to d → ∞ by
+Four readings decide together:
+0. the state evolution's threshold (a ``side="theory"`` point): the test error at Δ = 0 on a dense α grid at
+   two small λ̃ (:func:`attnlab.highdim.se_thresholds.lam_scan`), at the points where it has reached its
+   λ̃ → 0 limit (the two λ̃ agree to ``se_rtol``; past the threshold it shrinks with λ̃ and is not), fitted by
+   ``A (α_c − α)^p`` (:func:`~attnlab.highdim.se_thresholds.power_onset`); α_c within 2% of ``alpha_pr``
+   (the closed form) and above ``alpha_bo``;
+1. the simulation's recovery point: the α where the factorised test error falls through ``level`` (per
+   seed, by :func:`attnlab.highdim.crossings.level_crossing`), taken to d → ∞ by
    :func:`attnlab.highdim.crossings.threshold_limit` (1/d extrapolation only of a trend resolved beyond the
-   seeds' noise, else the mean over d), within 10% of ``alpha_pr`` (the prediction);
+   seeds' noise, else the mean over d), within 5% of ``alpha_cross_se``, the α where the state evolution's
+   test error at the simulation's own λ̃ falls through the same level. At a finite λ̃ the fall is a
+   crossover, not a threshold: at λ̃ = 1e-4 the state evolution crosses 1e-3 at α ≈ 0.229, 8% above α_PR,
+   so a fixed level read against α_PR itself measures the λ̃ rounding, not the threshold (the reading 0
+   takes λ̃ → 0);
 2. the side by side: at an α between the factorised and unfactorised thresholds (0.23 at κ0 = 0.5, T = 2)
    the factorised student's error is at least 10 times below the unfactorised one's;
 3. no recovery below the Bayes-optimal threshold: every factorised run at α < ``alpha_bo`` (a prediction)
    stays above ``level``.
 
-Verdict rule: "holds" when all three hold, "fails" when one fails; "inconclusive" when a crossing is off the
-α grid, with fewer than two d, or without the side-by-side points.
+Verdict rule: "holds" when all four hold, "fails" when one fails; "inconclusive" when a crossing is off the
+α grid, with fewer than two d, without the side-by-side points or the theory point, or when fewer than three
+state-evolution points are in the limit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -32,12 +43,14 @@ from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict
 
 __all__ = ["CLAIM", "CLAIMS", "Params", "run", "verdict"]
 
-TOL = 0.10  # relative distance of the extrapolated threshold to the prediction
+TOL = 0.05  # relative distance of the simulation's recovery point to the state evolution's at its λ̃
+SE_TOL = 0.02  # relative distance of the state evolution's threshold (λ̃ → 0) to the closed form
 SIDE_RATIO = 10.0  # unfactorised / factorised error required between the two thresholds
 
 
 @dataclass(frozen=True)
 class Params:
+    side: Literal["simulation", "theory"] = "simulation"  # Adam at one (α, d), or the state evolution
     alpha: float = 0.21  # sample ratio n/d²
     d: int = 30  # token dimension
     kappa0: float = 0.5  # target rank ratio p0/d
@@ -48,6 +61,32 @@ class Params:
     level: float = 1e-3  # noiseless test error at or below which a run counts as recovered
     max_steps: int = 3000  # Adam step cap
     rtol: float = 1e-7  # Adam stops when the relative loss change stays below this
+    # the theory side: α grid straddling α_PR at two small λ̃ (the smallest is read, the other checks)
+    se_alphas: tuple[float, ...] = (0.15, 0.16, 0.17, 0.18, 0.19, 0.22, 0.23)
+    se_lams: tuple[float, ...] = (1e-6, 1e-7)  # λ̃ of the scan
+    se_rtol: float = 0.05  # the test error is in its λ̃ → 0 limit where the two λ̃ agree to this
+    se_sim_alphas: tuple[float, ...] = (0.2, 0.21, 0.22, 0.23, 0.24, 0.25)  # the curve at the sims' λ̃
+    se_nodes: int = 512  # quasi-random nodes of the output expectation (threshold moves ~1% from 512 to 1024)
+
+
+def _theory(p: Params, metrics: dict) -> Result:
+    from dataclasses import replace
+
+    from attnlab.claims.highdim._common import setting
+    from attnlab.highdim import sweep
+    from attnlab.highdim.se_thresholds import lam_scan
+
+    s = setting(p)
+    scan = lam_scan(s, p.se_alphas, p.se_lams, nodes=p.se_nodes)
+    at_lam = sweep(replace(s, lam=p.lam), list(p.se_sim_alphas), nodes=p.se_nodes)
+    conv = all(fp.converged for row in scan for fp in row) and all(fp.converged for fp in at_lam)
+    metrics |= {
+        "se_test_error": [[fp.test_error for fp in row] for row in scan],  # [λ̃][α]
+        "se_error_at_lam": [fp.test_error for fp in at_lam],
+        "se_converged": conv,
+        "device": "cpu",
+    }
+    return Result(metrics=metrics)
 
 
 def run(point: Point) -> Result:
@@ -61,6 +100,13 @@ def run(point: Point) -> Result:
 
     p: Params = point.p
     per_alpha = alpha_bar(1.0, p.tokens)  # ᾱ per unit α
+    th = {
+        "alpha_pr": perfect_recovery_threshold(p.kappa0) / per_alpha,
+        "alpha_bo": perfect_recovery_bayes(p.kappa0) / per_alpha,
+        "alpha_pr_unfactorised": perfect_recovery_unfactorised() / per_alpha,
+    }
+    if p.side == "theory":
+        return _theory(p, th)
     r = simulate(
         p.d,
         p.alpha,
@@ -75,9 +121,7 @@ def run(point: Point) -> Result:
     )
     return Result(
         metrics={
-            "alpha_pr": perfect_recovery_threshold(p.kappa0) / per_alpha,
-            "alpha_bo": perfect_recovery_bayes(p.kappa0) / per_alpha,
-            "alpha_pr_unfactorised": perfect_recovery_unfactorised() / per_alpha,
+            **th,
             "test_error": r.test_error_clean,
             "steps": r.steps,
             "device": device_name(point.device),
@@ -86,23 +130,58 @@ def run(point: Point) -> Result:
 
 
 TOLERANCE = (
-    f"d → ∞ limit of the factorised error's fall through the level within {TOL:.0%} of α_PR; between the "
-    f"thresholds unfactorised/factorised error >= {SIDE_RATIO:g}; no recovery below α_BO"
+    f"state evolution's threshold (λ̃ → 0) within {SE_TOL:.0%} of α_PR and above α_BO; d → ∞ limit of the "
+    f"simulation's fall through the level within {TOL:.0%} of the state evolution's at the same λ̃; between "
+    f"the thresholds unfactorised/factorised error >= {SIDE_RATIO:g}; no recovery below α_BO"
 )
+
+
+def se_threshold(row: Row) -> tuple[float, dict]:
+    """The state evolution's threshold from the theory row: (α_c, numbers)."""
+    from attnlab.highdim.se_thresholds import in_limit, power_onset
+
+    p, m = row.params, row.metrics
+    lams = list(p["se_lams"])
+    i, j = int(np.argmin(lams)), int(np.argsort(lams)[1])
+    small, check = m["se_test_error"][i], m["se_test_error"][j]
+    ok = in_limit(small, check, p["se_rtol"]) & (np.asarray(small) > 0)
+    a = np.asarray(p["se_alphas"], dtype=float)[ok]
+    nums = {"se_alphas_used": a.tolist(), "se_converged": m["se_converged"]}
+    if a.size < 3:
+        return float("nan"), nums
+    on = power_onset(a, np.asarray(small)[ok], "below")
+    nums.update(se_exponent=on.exponent, se_fit_rms=on.rms)
+    return on.alpha, nums
 
 
 def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
     from attnlab.highdim.crossings import level_crossing, threshold_limit
 
     good, note = ok_rows(rows)
+    theory = [r for r in good if r.params.get("side") == "theory"]
+    good = [r for r in good if r.params.get("side", "simulation") == "simulation"]
     fac = [r for r in good if r.params.get("factorised", True)]
     unf = [r for r in good if not r.params.get("factorised", True)]
-    if not fac:
-        return Verdict("inconclusive", {}, "-", note + "no factorised rows")
-    m0 = fac[0].metrics
+    if not fac or not theory:
+        return Verdict("inconclusive", {}, "-", note + "needs the factorised rows and the theory row")
+    m0, th = fac[0].metrics, theory[0]
     apr, abo = pred("alpha_pr", m0["alpha_pr"]), pred("alpha_bo", m0["alpha_bo"])
     level = fac[0].params.get("level", 1e-3)
     nums: dict = {"alpha_pr": apr, "alpha_bo": abo, "alpha_pr_unfactorised": m0["alpha_pr_unfactorised"]}
+    # 0. the state evolution's threshold, λ̃ → 0
+    a_se, se_nums = se_threshold(th)
+    nums.update(alpha_se=a_se, **se_nums)
+    # the state evolution's fall through the level at the simulations' λ̃
+    sim_lam = fac[0].params["lam"]
+    if th.params["lam"] != sim_lam:
+        return Verdict.outside("the theory row's λ̃ is not the simulations'", nums, TOLERANCE)
+    c_se = level_crossing(th.params["se_sim_alphas"], th.metrics["se_error_at_lam"], level, "down")
+    if not np.isfinite(a_se) or c_se is None:
+        return Verdict.outside(
+            "the state evolution's threshold or crossing is off its α grid", nums, TOLERANCE
+        )
+    c_se = pred("alpha_cross_se", c_se)
+    nums.update(alpha_cross_se=c_se, se_rel_gap=abs(a_se / apr - 1))
     # 3. no recovery below the Bayes-optimal threshold
     below_bo = [r.metrics["test_error"] for r in fac if r.params["alpha"] < abo]
     nums["min_error_below_bo"] = min(below_bo) if below_bo else None
@@ -115,7 +194,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
             side[(a, d)] = float(np.mean([r.metrics["test_error"] for r in rs]) / max(np.mean(f), 1e-300))
     nums["side_by_side_ratio_min"] = min(side.values()) if side else None
     nums["side_by_side_alphas"] = sorted({a for a, _ in side})
-    # 1. the threshold
+    # 1. the simulation's recovery point
     cross: dict[int, list] = {}
     for (d, _rep), rs in sorted(groups(fac, ("d", "rep")).items()):
         rs = sorted(rs, key=lambda r: r.params["alpha"])
@@ -133,15 +212,23 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
     if len(ds) < 2 or not side:
         return Verdict.outside("needs two d and the unfactorised side-by-side points", nums, TOLERANCE)
     limit, how = threshold_limit(cross)
-    nums.update(alpha_measured=limit, limit_from=how, rel_gap=abs(limit / apr - 1))
+    nums.update(alpha_measured=limit, limit_from=how, rel_gap=abs(limit / c_se - 1))
+    nums["se_threshold_agrees"] = nums["se_rel_gap"] <= SE_TOL and a_se > abo
     nums["threshold_agrees"] = nums["rel_gap"] <= TOL
     nums["factorised_wins_between"] = nums["side_by_side_ratio_min"] >= SIDE_RATIO
     nums["no_recovery_below_bo"] = not recovered_below_bo
-    ok = nums["threshold_agrees"] and nums["factorised_wins_between"] and nums["no_recovery_below_bo"]
+    ok = (
+        nums["se_threshold_agrees"]
+        and nums["threshold_agrees"]
+        and nums["factorised_wins_between"]
+        and nums["no_recovery_below_bo"]
+    )
     return Verdict("holds" if ok else "fails", nums, TOLERANCE, note)
 
 
 _ALPHAS = [0.17, 0.19, 0.21, 0.23, 0.25]  # ᾱ = 0.34 … 0.50 at T = 2: below BO (0.375) to unfactorised (0.5)
+_THEORY = Grid({}, {"side": "theory", "kappa0": 0.5, "lam": 1e-4, "rep": 0})
+_THEORY_FULL = Grid({}, {"side": "theory", "kappa0": 0.5, "lam": 1e-4, "rep": 0, "se_nodes": 2048})
 
 CLAIM = Claim(
     id="highdim.perfect-recovery",
@@ -150,13 +237,16 @@ CLAIM = Claim(
     statement="Without label noise the factorised student's test error vanishes above ᾱ_PR (between the "
     "Bayes-optimal and the unfactorised thresholds): the finite-d recovery point extrapolates to ᾱ_PR, the "
     "factorised student recovers where the unfactorised one does not, and no ERM recovers below ᾱ_BO.",
-    version=2,
+    version=3,
     params=Params,
     grids={
         "quick": Grid(
             {"alpha": _ALPHAS, "d": [30, 40]},
             {"kappa0": 0.5, "lam": 1e-4, "max_steps": 3000},
-            extra=[Grid({"d": [30, 40]}, {"alpha": 0.23, "factorised": False, "kappa0": 0.5, "lam": 1e-4})],
+            extra=[
+                Grid({"d": [30, 40]}, {"alpha": 0.23, "factorised": False, "kappa0": 0.5, "lam": 1e-4}),
+                _THEORY,
+            ],
         ),
         "full": Grid(
             {"alpha": [0.17, 0.18, 0.19, 0.2, 0.21, 0.22, 0.23, 0.24, 0.25, 0.26], "d": [30, 60, 100]},
@@ -166,7 +256,8 @@ CLAIM = Claim(
                 Grid(
                     {"d": [30, 60, 100]},
                     {"alpha": 0.23, "factorised": False, "kappa0": 0.5, "lam": 1e-4, "max_steps": 8000},
-                )
+                ),
+                _THEORY_FULL,
             ],
         ),
     },
@@ -175,16 +266,21 @@ CLAIM = Claim(
     predictions={
         "alpha_pr": "the factorised perfect-recovery threshold ᾱ_PR(κ0) of docs/highdim.md C5, in α",
         "alpha_bo": "the Bayes-optimal threshold κ0 − κ0²/2, in α",
+        "alpha_cross_se": "the α where the state evolution's test error at the simulations' λ̃ falls through "
+        "the level",
     },
     regime="Δ = 0, small λ̃; the recovery point on the α grid at two or more d",
     explain={
-        "holds": "The factorised error falls through the level at α = {alpha_measured:.4f} at large d "
-        "({limit_from}; {rel_gap:.1%} from α_PR = {alpha_pr:.4f}); between the thresholds the unfactorised "
-        "error is {side_by_side_ratio_min:.0f}× the factorised one; no run recovers below "
-        "α_BO = {alpha_bo:.4f}.",
-        "fails": "Recovery point {alpha_measured:.4f} vs α_PR = {alpha_pr:.4f} ({rel_gap:.1%}; agrees: "
-        "{threshold_agrees}); unfactorised/factorised error between the thresholds "
-        "{side_by_side_ratio_min:.1f}; no recovery below α_BO: {no_recovery_below_bo}.",
+        "holds": "The state evolution's test error (λ̃ → 0) vanishes at α = {alpha_se:.4f} ({se_rel_gap:.1%} "
+        "from α_PR = {alpha_pr:.4f}, power {se_exponent:.2f}, above α_BO = {alpha_bo:.4f}); Adam's falls "
+        "through the level at α = {alpha_measured:.4f} at large d ({limit_from}; {rel_gap:.1%} from the "
+        "state evolution's {alpha_cross_se:.4f} at the same λ̃); between the thresholds the unfactorised "
+        "error is {side_by_side_ratio_min:.0f}× the factorised one; no run recovers below α_BO.",
+        "fails": "State evolution's threshold {alpha_se:.4f} vs α_PR = {alpha_pr:.4f} ({se_rel_gap:.1%}; "
+        "agrees: {se_threshold_agrees}); Adam's recovery point {alpha_measured:.4f} vs the state evolution's "
+        "{alpha_cross_se:.4f} at the same λ̃ ({rel_gap:.1%}; agrees: {threshold_agrees}); "
+        "unfactorised/factorised error between the thresholds {side_by_side_ratio_min:.1f}; no recovery "
+        "below α_BO: {no_recovery_below_bo}.",
     },
 )
 
