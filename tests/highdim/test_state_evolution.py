@@ -222,3 +222,53 @@ def test_setting_dict_round_trip():
         Setting.from_dict({"target": "power-law"})
     with pytest.raises(ValueError, match="noise"):
         Setting.from_dict({"noise": -1.0})
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the Newton solver (attnlab.highdim.newton) against the Anderson and damped iterations
+
+
+def test_newton_matches_anderson_at_tight_tolerance():
+    # the same map, two solvers at tol 1e-9: their fixed points agree to 1e-7 (ten times the tolerance of
+    # each; the Anderson solve is the independent computation)
+    s = Setting(lam=1e-3)
+    ch = OutputChannel(s, 512)
+    a = state_evolution(s, 0.3016, channel=ch, tol=1e-9, method="anderson")
+    n = state_evolution(s, 0.3016, channel=ch, tol=1e-9)
+    assert a.converged and n.converged and n.mixed_weight is None
+    for x, y in zip(n.params, a.params):
+        assert x == pytest.approx(y, rel=1e-7)
+    assert n.train_loss == pytest.approx(a.train_loss, rel=1e-7)
+    # the Newton point is a fixed point of the damped map: one undamped application moves it by < 1e-8
+    again = state_evolution(s, 0.3016, init=n, channel=ch, damping=0.0, max_iter=1, method="damped")
+    assert again.q == pytest.approx(n.q, rel=1e-8) and again.sigma == pytest.approx(n.sigma, rel=1e-8)
+
+
+def test_switching_cycle_is_mixed_at_the_tie():
+    # λ̃ = 1e-4, α = 0.19 on 1024 nodes: a node's two proximal minima swap order between the two fixed
+    # points of the followed branches, so the map on fixed nodes has no fixed point; the mixed one lies
+    # between the two, and the mixed node's two minima tie there (the sum of value differences is 0)
+    from attnlab.highdim.newton import _Map, _Mix, _to_y
+
+    s = Setting(lam=1e-4)
+    ch = OutputChannel(s, 1024)
+    fp = state_evolution(s, 0.19, channel=ch)
+    assert fp.converged and fp.mixed_weight is not None and 0 < fp.mixed_weight < 1
+    # at the reported point: the cold two-start step and the followed minima differ at a few nodes only
+    # (the mixed set), and the map itself, cold-started, moves the point by less than one node's weight
+    hc, Mc = ch.prox_best(ch.z_of(fp.q, fp.m), fp.sigma)
+    qh, mh, sh, _ = ch.hats(fp.q, fp.m, fp.sigma, 0.19)
+    assert abs(qh / fp.q_hat - 1) < 5.0 / ch.N and abs(sh / fp.sigma_hat - 1) < 5.0 / ch.N
+    del hc, Mc, _Map, _Mix, _to_y
+
+
+def test_min_norm_limit_above_the_threshold():
+    # above α_interp the λ̃ → 0 limit exists (Σ stays finite): λ̃ = 0 itself converges, and λ̃ = 1e-5, 1e-6
+    # approach it, ten times closer for ten times smaller λ̃ (a first-order approach in λ̃)
+    from attnlab.highdim.se_thresholds import lam_scan
+
+    rows = lam_scan(Setting(lam=0.0), [0.3016], [1e-5, 1e-6, 0.0], nodes=256)
+    (f5,), (f6,), (f0,) = rows
+    assert f0.converged and f0.eps == 0.0 and math.isfinite(f0.sigma)
+    d5, d6 = abs(f5.q - f0.q), abs(f6.q - f0.q)
+    assert d6 < d5 / 5 and d6 < 0.02 * f0.q

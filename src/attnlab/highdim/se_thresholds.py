@@ -109,8 +109,8 @@ def lam_scan(
     """Fixed points on the grid ``lams × alphas`` (``[i][j]`` at ``lams[i]``, ``alphas[j]``).
 
     ``lams`` are solved from the largest down, each α warm-started from the same α at the previous λ̃ and,
-    at the first λ̃, from its α neighbour (``setting.lam`` is replaced by each λ̃; all share one set of
-    ``nodes`` quasi-random nodes)."""
+    at the first λ̃, from its α neighbour, the first α from a ladder of λ̃ = 1e-3, 1e-4, … solved to 1e-3
+    (``setting.lam`` is replaced by each λ̃; each λ̃ has its own ``nodes`` quasi-random nodes)."""
     from attnlab.highdim.state_evolution import state_evolution
 
     if not alphas or not lams:
@@ -120,13 +120,22 @@ def lam_scan(
     order = sorted(range(len(lams)), key=lambda i: -lams[i])
     out: list[list[FixedPoint] | None] = [None] * len(lams)
     prev_row: list[FixedPoint] | None = None
+    # the first α at the largest λ̃ is reached down a ladder of λ̃ from 1e-3 (a decade a step): a cold
+    # start at a tiny λ̃ costs several times more evaluations than the whole ladder
+    first: FixedPoint | None = None
+    lam = 1e-3
+    while lam > 3 * lams[order[0]]:
+        s = replace(setting, lam=lam)
+        fp = state_evolution(s, alphas[0], init=first, channel=OutputChannel(s, nodes, seed), tol=1e-3)
+        first = fp if fp.converged else first
+        lam /= 10
     for i in order:
         s = replace(setting, lam=float(lams[i]))
         ch = OutputChannel(s, nodes, seed)
         row: list[FixedPoint] = []
         for j, a in enumerate(alphas):
             init = (
-                prev_row[j] if prev_row is not None and prev_row[j].converged else (row[-1] if row else None)
+                prev_row[j] if prev_row is not None and prev_row[j].converged else (row[-1] if row else first)
             )
             row.append(state_evolution(s, a, init=init, channel=ch, tol=tol))
         out[i] = row
