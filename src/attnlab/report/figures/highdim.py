@@ -129,9 +129,30 @@ def _threshold(rows: Sequence[Row], metric: str, marks: Sequence[tuple[str, str]
     return fig
 
 
+def _se_curves(fig, rows: Sequence[Row], metric: str, extra: str | None = None) -> None:
+    """The theory row's state-evolution curves ``metric`` [λ̃][α] (and ``extra`` [α] at the simulations'
+    λ̃) on the first axes of ``fig``, dashed."""
+    th = [r for r in _test(rows) if r.params.get("side") == "theory" and metric in r.metrics]
+    if not th:
+        return
+    ax, p, m = fig.axes[0], th[0].params, th[0].metrics
+    for lam, ys in zip(p["se_lams"], m[metric]):
+        ax.semilogy(
+            p["se_alphas"], np.maximum(ys, 1e-12), "k--", lw=0.8, alpha=0.5 + 0.5 * (lam == min(p["se_lams"]))
+        )
+    if extra and extra in m:
+        ax.semilogy(
+            p["se_sim_alphas"], np.maximum(m[extra], 1e-12), "k:", label=f"state evolution, λ̃ = {p['lam']:g}"
+        )
+    ax.plot([], [], "k--", label="state evolution, λ̃ = " + ", ".join(f"{x:g}" for x in p["se_lams"]))
+    ax.legend(fontsize=7)
+
+
 def interpolation(rows: Sequence[Row]) -> dict[str, Any]:
     ylabel = "training data loss per d² (penalty excluded)"
-    return {"interpolation": _threshold(rows, "data_loss", [("alpha_interp", "α_interp (theory)")], ylabel)}
+    fig = _threshold(rows, "data_loss", [("alpha_interp", "α_interp (theory)")], ylabel)
+    _se_curves(fig, rows, "se_data_loss")
+    return {"interpolation": fig}
 
 
 def perfect_recovery(rows: Sequence[Row]) -> dict[str, Any]:
@@ -140,7 +161,9 @@ def perfect_recovery(rows: Sequence[Row]) -> dict[str, Any]:
         ("alpha_bo", "α Bayes-optimal"),
         ("alpha_pr_unfactorised", "α_PR unfactorised"),
     ]
-    return {"perfect_recovery": _threshold(rows, "test_error", marks, "noiseless test error")}
+    fig = _threshold(rows, "test_error", marks, "noiseless test error")
+    _se_curves(fig, rows, "se_test_error", "se_error_at_lam")
+    return {"perfect_recovery": fig}
 
 
 def decomposition(rows: Sequence[Row]) -> dict[str, Any]:
