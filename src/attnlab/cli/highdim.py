@@ -160,6 +160,9 @@ def sweep(
     beta0: float = BETA0,
     nodes: int = typer.Option(4096, "--nodes", help="Quasi-random nodes of the output expectation."),
     tol: float = typer.Option(1e-6, "--tol", help="Relative accuracy of each fixed point."),
+    cold: bool = typer.Option(
+        False, "--cold", help="Start every point from the default start (no continuation)."
+    ),
     json_out: bool = JsonOpt,
 ) -> None:
     """State evolution along α with continuation: each point starts from its neighbour's fixed point."""
@@ -180,14 +183,16 @@ def sweep(
         raise UsageError("--alphas", "between 1 and 1000 values", len(grid))
     s = Setting(kappa0=kappa0, noise=noise, tokens=tokens, lam=lam, beta=beta, beta0=beta0)
     with TaskProgress(f"solving the state evolution at {len(grid)} α"):
-        fps = se_sweep(s, grid, nodes=nodes, tol=tol)
+        fps = se_sweep(s, grid, nodes=nodes, tol=tol, warm=not cold)
     keys = ("alpha", "test_error", "train_loss", "q", "m", "sigma", "rank_fraction")
     keys += ("iterations", "converged")
     rows = [{k: getattr(fp, k) for k in keys} for fp in fps]
+    total = sum(fp.iterations for fp in fps)
     if json_out:
-        emit_json({"lam_tilde": lam, "points": rows})
+        emit_json({"lam_tilde": lam, "continuation": not cold, "map_evaluations": total, "points": rows})
         return
-    t = Table(title=f"state evolution, λ̃ = {lam:g}")
+    how = "from the default start" if cold else "with continuation"
+    t = Table(title=f"state evolution, λ̃ = {lam:g}, {how}: {total} map evaluations")
     for k in keys:
         t.add_column(k, justify="right")
     for r in rows:

@@ -210,22 +210,24 @@ def sweep(
     alphas: Sequence[float],
     *,
     lams: Sequence[float] | None = None,
+    warm: bool = True,
     **kwargs,
 ) -> list[FixedPoint]:
     """Fixed points along a sweep of ``α`` (or of ``λ̃`` when ``lams`` is given, at ``alphas[0]``),
-    each warm-started from its neighbour's fixed point and sharing one set of nodes per setting."""
+    each warm-started from its neighbour's fixed point (``warm=False``: each from the default start, to
+    measure what continuation saves) and sharing one set of nodes per setting."""
     out: list[FixedPoint] = []
     prev: FixedPoint | None = None
     if lams is None:
         ch = OutputChannel(setting, kwargs.get("nodes", 4096), kwargs.get("seed", 0))
         for a in alphas:
-            prev = state_evolution(setting, a, init=prev, channel=ch, **kwargs)
+            prev = state_evolution(setting, a, init=prev if warm else None, channel=ch, **kwargs)
             out.append(prev)
         return out
     for lam in lams:
         s = replace(setting, lam=lam)
         ch = OutputChannel(s, kwargs.get("nodes", 4096), kwargs.get("seed", 0))
-        prev = state_evolution(s, alphas[0], init=prev, channel=ch, **kwargs)
+        prev = state_evolution(s, alphas[0], init=prev if warm else None, channel=ch, **kwargs)
         out.append(prev)
     return out
 
