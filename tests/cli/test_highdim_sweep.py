@@ -39,3 +39,19 @@ def test_sweep_bad_input(capsys, args, argument):
     err = capsys.readouterr().err.strip()
     assert rc == 2
     assert "\n" not in err and err.startswith(f"error: {argument}: expected") and "Traceback" not in err
+
+
+def test_cold_sweep_same_points_more_evaluations(capsys):
+    # continuation saves map evaluations, not accuracy: the cold sweep finds the same fixed points (1e-5,
+    # as above) with at least as many evaluations in total
+    out = {}
+    for flag in ([], ["--cold"]):
+        rc = main(["highdim", "sweep", "--alphas", "0.3,0.35,0.4", "--nodes", "256", "--json", *flag])
+        assert rc == 0
+        out[bool(flag)] = json.loads(capsys.readouterr().out)
+    warm, cold = out[False], out[True]
+    assert warm["continuation"] and not cold["continuation"]
+    assert cold["map_evaluations"] >= warm["map_evaluations"]
+    assert cold["map_evaluations"] == sum(p["iterations"] for p in cold["points"])
+    for a, b in zip(warm["points"], cold["points"]):
+        assert a["q"] == pytest.approx(b["q"], rel=1e-5) and a["sigma"] == pytest.approx(b["sigma"], rel=1e-5)
