@@ -260,6 +260,7 @@ def _lbfgs(f: _Problem, P: torch.Tensor, cfg: TrainConfig, progress) -> tuple[to
     """L-BFGS (scipy's L-BFGS-B without bounds) on the loss scaled by its initial value, so that scipy's
     test ``(f_k − f_{k+1}) / max(|f_k|, |f_{k+1}|, 1) <= ftol`` is a change of ``rtol`` times that value."""
     from scipy.optimize import minimize
+    from threadpoolctl import threadpool_limits
 
     shape, dev = P.shape, P.device
     f0 = max(abs(f(P, grad=False)[0]), 1e-300)
@@ -276,20 +277,24 @@ def _lbfgs(f: _Problem, P: torch.Tensor, cfg: TrainConfig, progress) -> tuple[to
             progress(it[0], intermediate_result.fun * f0 / f.d**2)
 
     it = [0]
-    res = minimize(
-        fun,
-        P.reshape(-1).cpu().numpy(),
-        jac=True,
-        method="L-BFGS-B",
-        callback=callback,
-        options=dict(
-            maxiter=cfg.max_steps,
-            maxfun=cfg.max_steps * 5,
-            maxcor=cfg.history,
-            ftol=cfg.tolerance,
-            gtol=0.0,
-        ),
-    )
+    # the optimiser's own work is dot products and axpys on p·d values in numpy's and scipy's BLAS: on one
+    # thread (their spinning threads contended with torch's and cost ~8× the time at d = 100 on two cores);
+    # the loss evaluations keep torch's threads
+    with threadpool_limits(1, user_api="blas"):
+        res = minimize(
+            fun,
+            P.reshape(-1).cpu().numpy(),
+            jac=True,
+            method="L-BFGS-B",
+            callback=callback,
+            options=dict(
+                maxiter=cfg.max_steps,
+                maxfun=cfg.max_steps * 5,
+                maxcor=cfg.history,
+                ftol=cfg.tolerance,
+                gtol=0.0,
+            ),
+        )
     P = torch.from_numpy(res.x).view(shape).to(dev)
     # converged: stopped by the change of the loss (status 0); not by the step or evaluation cap (1) nor
     # by a line search that found no lower point (2)
