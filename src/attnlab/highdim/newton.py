@@ -43,9 +43,8 @@ __all__ = ["solve_newton"]
 _FD_STEP = 1e-6  # forward-difference step in y: truncation ~1e-6 relative, proximal tolerance 1e-11 / 1e-6
 _MAX_ROUNDS = 12  # re-solves after nodes switched to the lower minimum of their proximal step
 _MIX_STEPS = 12  # regula-falsi steps on the weight of a cycling node set
-_BROYDEN = False  # rank-one updates between difference Jacobians (measured: more evaluations here)
 _COARSE_MIN = 128  # the coarse approach runs on N/8 >= this many nodes
-_COARSE_TOL = 0.2  # the coarse approach hands over at a relative change below _COARSE_TOL/10 ...
+_COARSE_TOL = 0.5  # the coarse approach hands over at a relative change below _COARSE_TOL/10 ...
 _COARSE_EVALS = 24  # ... or after this many evaluations
 
 
@@ -82,6 +81,7 @@ class _Map:
 
     def __init__(self, setting: Setting, alpha: float, ch: OutputChannel):
         self.s, self.alpha, self.ch, self.evals = setting, alpha, ch, 0
+        self.jac: np.ndarray | None = None  # the last Jacobian of a converged Newton solve
 
     def __call__(self, y: np.ndarray, h0: torch.Tensor | None, mix: _Mix | None) -> _Eval | None:
         self.evals += 1
@@ -126,20 +126,20 @@ def _jacobian(F: _Map, cur: _Eval, mx: _Mix | None) -> np.ndarray | None:
 
 
 def _newton(
-    F: _Map, cur: _Eval, mix: _Mix | None, tol: float, beta: float, budget: int
+    F: _Map, cur: _Eval, mix: _Mix | None, tol: float, beta: float, budget: int, J0: np.ndarray | None = None
 ) -> tuple[_Eval, bool]:
-    """Quasi-Newton iterations on ``G`` from the evaluated point ``cur`` (proximal steps warm from it)
-    until the relative change ``max |F(x) − x|/|F(x)|`` is below ``tol/10``; (last point, converged).
+    """Newton iterations on ``G`` from the evaluated point ``cur`` (proximal steps warm from it) until the
+    relative change ``max |F(x) − x|/|F(x)|`` is below ``tol/10``; (last point, converged).
 
-    The Jacobian is taken by forward differences once and then updated by Broyden's rank-one formula
-    after each accepted step; it is taken afresh when a step fails to lower ``‖G‖``."""
-    Jr = None
+    The Jacobian (by forward differences) is kept for the next step while a step shrinks ``‖G‖`` fourfold
+    or more (a chord step costs one evaluation instead of four), and taken afresh otherwise; ``J0`` is a
+    Jacobian to start from (the coarse approach's), tried once. The last one is left in ``F.jac``."""
+    Jr = J0
     while F.evals < budget:
         if cur.change < tol / 10:
+            F.jac = Jr
             return cur, True
         mx = None if mix is None else _Mix(mix.rows, cur.hB, mix.w)
-        if not _BROYDEN:
-            Jr = None
         fresh = Jr is None
         if fresh:
             Jr = _jacobian(F, cur, mx)
@@ -153,13 +153,13 @@ def _newton(
             step, Jr = beta * cur.r, None
         step = step * min(1.0, _MAX_STEP / max(float(np.max(np.abs(step))), 1e-300))
         rn, t, nxt = float(np.linalg.norm(cur.r)), 1.0, None
-        for _ in range(5 if fresh else 1):  # backtracking on ‖G‖ (a Broyden step: one try)
+        for _ in range(5 if fresh else 1):  # backtracking on ‖G‖ (a kept Jacobian: one try)
             trial = F(cur.y + t * step, cur.h, mx)
             if trial is not None and float(np.linalg.norm(trial.r)) < (1 - 1e-4 * t) * rn:
                 nxt = trial
                 break
             t /= 2
-        if nxt is None and not fresh:  # the updated Jacobian misled: take it afresh
+        if nxt is None and not fresh:  # the kept Jacobian misled: take it afresh
             Jr = None
             continue
         if nxt is None:  # no decrease along the Newton direction: the damped step
@@ -168,10 +168,10 @@ def _newton(
             nxt, Jr = F(cur.y + d, cur.h, mx), None
             if nxt is None:
                 return cur, False
-        elif Jr is not None:  # Broyden's update: J s = ΔG along the step taken
-            sv = nxt.y - cur.y
-            Jr = Jr + np.outer(nxt.r - cur.r - Jr @ sv, sv) / float(sv @ sv)
+        elif float(np.linalg.norm(nxt.r)) > rn / 4:  # slow contraction: a fresh Jacobian next time
+            Jr = None
         cur = nxt
+    F.jac = Jr
     return cur, False
 
 
@@ -254,12 +254,13 @@ def solve_newton(
         coarse_evals = Fc.evals
     F = _Map(setting, alpha, ch)
     F.evals = coarse_evals
+    J0 = Fc.jac if coarse_evals else None
     first = F(y0, None, None)
     if first is None:
         x = np.array(_start(setting, init), dtype=float)
         qh, mh, sh, *_ = ch.hats_and_prox(x[0], x[1], x[2], alpha)
         return _finish(setting, ch, alpha, x[0], x[1], x[2], qh, mh, sh, 1, False, math.inf)
-    cur, ok = _newton(F, first, None, tol, beta, max_iter)
+    cur, ok = _newton(F, first, None, tol, beta, max_iter, J0)
     converged, weight, seen, cycled = False, None, [], False
     for _ in range(_MAX_ROUNDS):
         if not ok:
@@ -280,7 +281,7 @@ def solve_newton(
         nxt = F(cur.y, hc, None)  # follow the lower minima from here
         if nxt is None:
             break
-        cur, ok = _newton(F, nxt, None, tol, beta, max_iter)
+        cur, ok = _newton(F, nxt, None, tol, beta, max_iter, F.jac)
     x = cur.x
     fp = _finish(
         setting, ch, alpha, x[0], x[1], x[2], *cur.hats, F.evals, converged, cur.change, cur.EM, cur.jv
