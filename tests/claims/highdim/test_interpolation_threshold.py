@@ -17,15 +17,19 @@ ALPHAS = (0.13, 0.145, 0.16, 0.175, 0.19, 0.205)
 
 SE_ALPHAS = (0.13, 0.14, 0.16, 0.17, 0.18, 0.19, 0.2, 0.21)
 SE_LAMS = (1e-6, 1e-7)
+SIM_ALPHAS = (0.13, 0.15, 0.16, 0.17, 0.18, 0.19, 0.2)
 
 
-def _theory_row(onset=A_INTERP):
+def _theory_row(onset=A_INTERP, cross=A_INTERP):
     # the state evolution's data loss: 0.7 (α − α_c)³ above the onset at both λ̃ (in the λ̃ → 0 limit), and
     # below it a residual proportional to λ̃ (not in the limit), so the fit sees only the points above
+    # at the simulations' λ̃ = 1e-5: the same log-linear rise as theirs, crossing the level 3λ̃ at ``cross``
     data = [[0.7 * (a - onset) ** 3 if a > onset else 3e-3 * lam for a in SE_ALPHAS] for lam in SE_LAMS]
-    params = {"side": "theory", "se_alphas": SE_ALPHAS, "se_lams": SE_LAMS, "se_rtol": 0.05}
+    at_lam = [3e-5 * np.exp((a - cross) / 0.01) for a in SIM_ALPHAS]
+    params = {"side": "theory", "se_alphas": SE_ALPHAS, "se_lams": SE_LAMS, "se_rtol": 0.05, "lam": 1e-5}
+    params["se_sim_alphas"] = SIM_ALPHAS
     m = {"alpha_interp": A_INTERP, "se_data_loss": data, "se_lam_sigma": data, "se_converged": True}
-    return Row("t", params, "ok", m)
+    return Row("t", params, "ok", m | {"se_data_at_lam": at_lam})
 
 
 def _rows(shift=0.6, ds=(30, 50), seeds=2, lam=1e-5, onset=A_INTERP):
@@ -49,9 +53,9 @@ def test_extrapolated_crossing_decides():
     assert v.numbers["alpha_measured"] == pytest.approx(A_INTERP, rel=1e-9)
     assert v.numbers["mean_crossing_per_d"][0] == pytest.approx(A_INTERP + 0.02, rel=1e-9)
     assert "extrapolated" in v.note
-    # a threshold 10% above the prediction in the limit: fails
-    high = [Row(r.point_id, r.params, "ok", {**r.metrics, "alpha_interp": A_INTERP / 1.1}) for r in _rows()]
-    assert CLAIM.decide(high).status == "fails"
+    # the simulations' crossing 12% below the state evolution's at their λ̃: fails
+    rows = [r for r in _rows() if r.params.get("side") != "theory"] + [_theory_row(cross=1.12 * A_INTERP)]
+    assert CLAIM.decide(rows).status == "fails"
     assert FIGURES[CLAIM.id](_rows())["interpolation"].axes[0].get_xlabel()
 
 
@@ -90,6 +94,9 @@ def test_power_is_five_percent():
     # the state evolution's onset equals α_interp: a prediction 2% low puts it 2.04% above (flips at the
     # 2% tolerance), one 2% high puts it 1.96% below (holds), 5% high 4.8% below (flips)
     assert pw.flips["alpha_interp"] == {"+": 0.05, "-": 0.02}
+    # the simulations against the state evolution's crossing at 10%: 10% low gives 11.1% (flips), 10% high
+    # 9.1% (holds), 25% high 20% (flips)
+    assert pw.flips["alpha_cross_se"] == {"+": 0.25, "-": 0.1}
 
 
 def test_off_grid_and_single_d_are_outside():
