@@ -238,7 +238,8 @@ CLAIM = Claim(
     kind="theorem",
     paper=PAPER,
     statement="Without label noise the factorised student's test error vanishes above ᾱ_PR (between the "
-    "Bayes-optimal and the unfactorised thresholds): the finite-d recovery point extrapolates to ᾱ_PR, the "
+    "Bayes-optimal and the unfactorised thresholds): the state evolution's error vanishes at ᾱ_PR as λ̃ → 0, "
+    "the simulated ERM's falls through a level where the state evolution's does at the same λ̃, the "
     "factorised student recovers where the unfactorised one does not, and no ERM recovers below ᾱ_BO.",
     version=3,
     params=Params,
