@@ -82,7 +82,8 @@ def test_claim_rows_record_the_device():
 def test_adam_point_on_cuda_matches_cpu():
     # one simulation point of highdim.theory-vs-adam at d = 40, 300 Adam steps (the cap; with rtol
     # 1e-7 the run does not stop earlier, so the step count is the same on both devices)
-    over = {"d": 40, "max_steps": 300}
+    # the published protocol (Adam in float64), not the claim's default L-BFGS in float32
+    over = {"d": 40, "max_steps": 300, "optimizer": "adam", "dtype": "float64"}
     p_cpu = next(q for q in TVA.points("quick", overrides=over, device="cpu") if q["side"] == "simulation")
     p_gpu = next(q for q in TVA.points("quick", overrides=over, device="cuda") if q["side"] == "simulation")
     cpu, gpu = TVA.run(p_cpu).metrics, TVA.run(p_gpu).metrics
