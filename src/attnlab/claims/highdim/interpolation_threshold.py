@@ -6,7 +6,7 @@ Adam protocol's minimum or lower; ``--set optimizer=adam dtype=float64`` runs th
 ratio α on a dense grid around the threshold; the training data loss (penalty excluded) and the theory's
 ``α_interp(κ0, Δ, T)`` (the C5 formula).
 
-Reading the threshold at finite d: the data loss below the threshold is Adam's residual (a few λ̃), above it
+Reading the threshold at finite d: the data loss below the threshold is the optimiser's residual (a few λ̃), above it
 grows from zero; the crossing of ``level`` (default 3λ̃, just above the residual) along α, per seed
 (:func:`attnlab.highdim.crossings.level_crossing`), averaged over seeds per d, and taken to d → ∞ by
 :func:`attnlab.highdim.crossings.threshold_limit` (extrapolated linearly in 1/d when the d-trend is resolved
@@ -51,7 +51,7 @@ SE_TOL = 0.02  # relative distance of the state evolution's threshold to the pre
 
 @dataclass(frozen=True)
 class Params:
-    side: Literal["simulation", "theory"] = "simulation"  # Adam at one (α, d), or the state-evolution scan
+    side: Literal["simulation", "theory"] = "simulation"  # ERM at one (α, d), or the state-evolution scan
     alpha: float = 0.16  # sample ratio n/d²
     d: int = 30  # token dimension
     noise: float = 0.5  # label-noise variance Δ

@@ -51,7 +51,7 @@ SIDE_RATIO = 10.0  # unfactorised / factorised error required between the two th
 
 @dataclass(frozen=True)
 class Params:
-    side: Literal["simulation", "theory"] = "simulation"  # Adam at one (α, d), or the state evolution
+    side: Literal["simulation", "theory"] = "simulation"  # ERM at one (α, d), or the state evolution
     alpha: float = 0.21  # sample ratio n/d²
     d: int = 30  # token dimension
     kappa0: float = 0.5  # target rank ratio p0/d
@@ -276,13 +276,13 @@ CLAIM = Claim(
     regime="Δ = 0, small λ̃; the recovery point on the α grid at two or more d",
     explain={
         "holds": "The state evolution's test error (λ̃ → 0) vanishes at α = {alpha_se:.4f} ({se_rel_gap:.1%} "
-        "from α_PR = {alpha_pr:.4f}, power {se_exponent:.2f}, above α_BO = {alpha_bo:.4f}); Adam's falls "
-        "through the level at α = {alpha_measured:.4f} at large d ({limit_from}; {rel_gap:.1%} from the "
+        "from α_PR = {alpha_pr:.4f}, power {se_exponent:.2f}, above α_BO = {alpha_bo:.4f}); the simulations' "
+        "error falls through the level at α = {alpha_measured:.4f} at large d ({limit_from}; {rel_gap:.1%} from the "
         "state evolution's {alpha_cross_se:.4f} at the same λ̃); between the thresholds the unfactorised "
         "error is {side_by_side_ratio_min:.0f}× the factorised one; no run recovers below α_BO.",
         "fails": "State evolution's threshold {alpha_se:.4f} vs α_PR = {alpha_pr:.4f} ({se_rel_gap:.1%}; "
-        "agrees: {se_threshold_agrees}); Adam's recovery point {alpha_measured:.4f} vs the state evolution's "
-        "{alpha_cross_se:.4f} at the same λ̃ ({rel_gap:.1%}; agrees: {threshold_agrees}); "
+        "agrees: {se_threshold_agrees}); the simulations' recovery point {alpha_measured:.4f} vs the state "
+        "evolution's {alpha_cross_se:.4f} at the same λ̃ ({rel_gap:.1%}; agrees: {threshold_agrees}); "
         "unfactorised/factorised error between the thresholds {side_by_side_ratio_min:.1f}; no recovery "
         "below α_BO: {no_recovery_below_bo}.",
     },
