@@ -6,8 +6,8 @@ Adam protocol's minimum or lower; ``--set optimizer=adam dtype=float64`` runs th
 ratio α on a dense grid around the threshold; the training data loss (penalty excluded) and the theory's
 ``α_interp(κ0, Δ, T)`` (the C5 formula).
 
-Reading the threshold at finite d: the data loss below the threshold is the optimiser's residual (a few λ̃), above it
-grows from zero; the crossing of ``level`` (default 3λ̃, just above the residual) along α, per seed
+Reading the threshold at finite d: the data loss below the threshold is the optimiser's residual (a few λ̃),
+above it grows from zero; the crossing of ``level`` (default 3λ̃, just above the residual) along α, per seed
 (:func:`attnlab.highdim.crossings.level_crossing`), averaged over seeds per d, and taken to d → ∞ by
 :func:`attnlab.highdim.crossings.threshold_limit` (extrapolated linearly in 1/d when the d-trend is resolved
 beyond the seeds' noise, else the mean over d) is the measured threshold.
