@@ -278,8 +278,8 @@ CLAIM = Claim(
         "holds": "The state evolution's test error (λ̃ → 0) vanishes at α = {alpha_se:.4f} ({se_rel_gap:.1%} "
         "from α_PR = {alpha_pr:.4f}, power {se_exponent:.2f}, above α_BO = {alpha_bo:.4f}); the simulations' "
         "error falls through the level at α = {alpha_measured:.4f} at large d ({limit_from}; {rel_gap:.1%} "
-        "from the state evolution's {alpha_cross_se:.4f} at the same λ̃); between the thresholds the unfactorised "
-        "error is {side_by_side_ratio_min:.0f}× the factorised one; no run recovers below α_BO.",
+        "from the state evolution's {alpha_cross_se:.4f} at the same λ̃); between the thresholds the "
+        "unfactorised error is {side_by_side_ratio_min:.0f}× the factorised one; no run recovers below α_BO.",
         "fails": "State evolution's threshold {alpha_se:.4f} vs α_PR = {alpha_pr:.4f} ({se_rel_gap:.1%}; "
         "agrees: {se_threshold_agrees}); the simulations' recovery point {alpha_measured:.4f} vs the state "
         "evolution's {alpha_cross_se:.4f} at the same λ̃ ({rel_gap:.1%}; agrees: {threshold_agrees}); "
