@@ -84,3 +84,19 @@ def test_power_command_table_and_errors(cli):
     assert code == 0 and "controls 2/2" in out
     code, out, err = cli("claims", "power", "--out", "r")
     assert code == 2 and "one claim id or --all" in err
+
+
+def test_power_names_a_stored_run_of_an_older_claim_version_stale(cli):
+    # rows measured by an older version of a claim may lack what the present rule reads: power says the run
+    # is stale instead of re-deciding it (a crash, or a verdict the stored rows never supported)
+    import sqlite3
+
+    cli("claims", "run", "test.mean", "--out", "r", "--backend", "serial")
+    with sqlite3.connect("r/attnlab.sqlite") as con:
+        con.execute("UPDATE verdicts SET version = version - 1 WHERE claim_id = 'test.mean'")
+    code, out, err = cli("claims", "power", "--all", "--out", "r", "--json")
+    entry = {c["id"]: c for c in json.loads(out)["claims"]}["test.mean"]
+    assert code == 0 and entry["label"] == "stale" and entry["verdict"] is None
+    assert "re-run it" in entry["reason"] and entry["stored_version"] == entry["version"] - 1
+    code, out, err = cli("claims", "power", "test.mean", "--out", "r")
+    assert code == 0 and "stale" in out

@@ -123,6 +123,25 @@ def _report_progress(quiet: bool):
     return cb
 
 
+def _stale(claim, sv) -> dict:
+    """The power table's entry for a claim whose stored run is of another version than the code's."""
+    reason = f"stored run is of version {sv.version}, the claim is now version {claim.version}: re-run it"
+    return {
+        "id": claim.id,
+        "kind": claim.kind,
+        "verdict": None,
+        "stored_verdict": sv.status,
+        "stored_version": sv.version,
+        "version": claim.version,
+        "label": "stale",
+        "cannot_fail": False,
+        "flips": {},
+        "controls": {},
+        "base": None,
+        "reason": reason,
+    }
+
+
 def claims_power(
     claim_id: str = typer.Argument(None, metavar="[ID]", help="A claim id (or --all)."),
     all_claims_: bool = typer.Option(False, "--all", help="Every claim with a stored verdict."),
@@ -159,6 +178,11 @@ def claims_power(
         results = []
         for sv in stored:
             claim = registry[sv.claim_id]
+            if sv.version != claim.version:
+                # rows of an older version of the claim hold what that version measured; the present rule
+                # cannot re-decide them (its numbers may not exist there): say so rather than guess
+                results.append(_stale(claim, sv))
+                continue
             rows = store.rows(sv.point_ids, with_arrays=True)
             verdict = claim.decide(rows)
             p = resolving_power(claim, rows, verdict)
@@ -186,6 +210,10 @@ def claims_power(
         ctrl = "; ".join(f"{k}: {c['got']} (expect {c['expect']})" for k, c in r["controls"].items())
         label = f"[bold magenta]{r['label']}[/]" if r["cannot_fail"] else r["label"]
         t.add_row(
-            r["id"], r["kind"], r["verdict"], label, "; ".join(x for x in (per, ctrl) if x) or r["reason"]
+            r["id"],
+            r["kind"],
+            r["verdict"] or "-",
+            label,
+            "; ".join(x for x in (per, ctrl) if x) or r["reason"],
         )
     out_console.print(t)
