@@ -119,7 +119,9 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
         "--threads",
         "1",
         "--set",
-        "sleep=0.2",
+        # 32 points of 0.5 s on 2 workers: an 8 s window in which to interrupt part way (at 0.2 s a loaded
+        # machine once finished the whole run between two polls of the store)
+        "sleep=0.5",
     ]
     env = cli_env()
     out_i = tmp_path / "interrupted"
