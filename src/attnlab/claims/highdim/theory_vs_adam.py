@@ -226,10 +226,10 @@ CLAIM = Claim(
     },
     regime="d >= 100 with at least three seeds per (α, λ̃), converged state evolution",
     explain={
-        "holds": "Adam's seed means sit within tolerance of the state evolution at {points} (α, λ̃) points "
-        "(worst gap/tolerance {worst_gap_over_tol:.2f}; d = {d}, {seeds} seeds).",
-        "fails": "Adam's seed mean misses the state evolution by {worst_gap_over_tol:.2f}× the tolerance "
-        "at its worst (α, λ̃) point (d = {d}, {seeds} seeds).",
+        "holds": "The ERM's seed means sit within tolerance of the state evolution at {points} (α, λ̃) "
+        "points (worst gap/tolerance {worst_gap_over_tol:.2f}; d = {ds}, {seeds} seeds).",
+        "fails": "The ERM's seed mean misses the state evolution by {worst_gap_over_tol:.2f}× the tolerance "
+        "at its worst (α, λ̃) point (d = {ds}, {seeds} seeds).",
         "inconclusive": "Worst gap/tolerance {worst_gap_over_tol:.2f}, but outside the calibrated regime.",
     },
 )

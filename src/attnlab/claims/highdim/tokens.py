@@ -46,7 +46,7 @@ CLAIM = Claim(
     id="highdim.tokens",
     kind="theorem",
     paper=tva.PAPER,
-    statement="At T = 3 and 5 tokens Adam's test error and training loss match the state evolution at the "
+    statement="At T = 3 and 5 tokens the ERM's test error and training loss match the state evolution at the "
     "same rescaled sample size ᾱ = α(T² + T − 2)/2 (within 3% + 2 standard errors of the seed mean "
     " at d = 100).",
     version=2,
