@@ -15,7 +15,10 @@ and the solve is repeated from there. On fixed nodes the map with the lower mini
 discontinuous: a node whose two minima swap order jumps. Near the small-λ̃ interpolation peak a few nodes
 (3 of 4096 at λ̃ = 1e-4, α = 0.1988) swap back and forth — their switch moves the fixed point across their
 own tie — so no fixed point of the discontinuous map exists and the switching cycles (Σ alternating between
-191.9 and 196.0 there). Such a cycle is resolved as the continuum (N → ∞) limit resolves it, where the
+191.9 and 196.0 there). A cycle is recognised when only nodes that switched in an earlier round switch
+again (or the point comes back to an earlier one); the re-solves between switches run to ``_ROUND_TOL``
+only, and the round in which no node is left in its higher minimum is finished to ``tol`` and checked again.
+Such a cycle is resolved as the continuum (N → ∞) limit resolves it, where the
 expectation over a tie set of measure zero is continuous: the cycling nodes ``D`` contribute
 ``(1 − w)·(one minimum) + w·(the other)``, and ``w ∈ [0, 1]`` is chosen so that at the fixed point of
 that map the two minima of ``D`` tie on average (the sum of their value differences is 0; regula falsi on
@@ -43,9 +46,10 @@ __all__ = ["solve_newton"]
 _FD_STEP = 1e-6  # forward-difference step in y: truncation ~1e-6 relative, proximal tolerance 1e-11 / 1e-6
 _MAX_ROUNDS = 12  # re-solves after nodes switched to the lower minimum of their proximal step
 _MIX_STEPS = 12  # regula-falsi steps on the weight of a cycling node set
+_ROUND_TOL = 1e-3  # re-solves after a switch of nodes run to this tolerance before the next check
 _COARSE_MIN = 128  # the coarse approach runs on N/8 >= this many nodes
 _COARSE_TOL = 0.5  # the coarse approach hands over at a relative change below _COARSE_TOL/10 ...
-_COARSE_EVALS = 24  # ... or after this many evaluations
+_COARSE_EVALS = 60  # ... or after this many evaluations
 
 
 @dataclass(frozen=True)
@@ -184,12 +188,16 @@ def _lower_elsewhere(ch: OutputChannel, cur: _Eval) -> tuple[torch.Tensor, torch
 
 def _mixed(F: _Map, cur: _Eval, rows, hB, tol, beta, budget) -> tuple[_Eval, bool, float]:
     """The fixed point of the map with the cycling nodes ``rows`` mixed at the weight where their two
-    minima tie on average (module docstring); regula falsi (Illinois) on ``w`` between 0 and 1."""
+    minima tie on average (module docstring); regula falsi (Illinois) on ``w`` between 0 and 1. The solves
+    at each ``w`` run to ``tol/10``: the gap varies with the order parameters much faster than with ``w``,
+    so the weight is only as accurate as the fixed points it is found on (at ``tol`` itself the reported
+    point would miss the tight one by ~1e-6, at ``λ̃ = 1e-4, α = 0.1988``)."""
+    tol = tol / 10
     e0 = F(cur.y, cur.h, _Mix(rows, hB, 0.0))  # the fixed point at w = 0, its gap
     s1 = F(cur.y, cur.h, _Mix(rows, hB, 1.0))
     if e0 is None or s1 is None:
         return cur, False, 0.0
-    e1, ok = _newton(F, s1, _Mix(rows, hB, 1.0), tol, beta, budget)
+    e1, ok = _newton(F, s1, _Mix(rows, hB, 1.0), tol, beta, budget, F.jac)
     if not ok:
         return cur, False, 0.0
     a, ga, ea = 0.0, e0.gap, e0
@@ -202,7 +210,7 @@ def _mixed(F: _Map, cur: _Eval, rows, hB, tol, beta, budget) -> tuple[_Eval, boo
         start = F(ea.y + (w - a) / (b - a) * (eb.y - ea.y), ea.h, _Mix(rows, ea.hB, w))
         if start is None:
             return cur, False, w
-        ew, ok = _newton(F, start, _Mix(rows, hB, w), tol, beta, budget)
+        ew, ok = _newton(F, start, _Mix(rows, hB, w), tol, beta, budget, F.jac)
         if not ok:
             return ew, False, w
         if abs(ew.gap) <= 1e-12 * (1 + float(ew.M[rows].abs().sum())) or b - a < 1e-9:
@@ -262,26 +270,40 @@ def solve_newton(
         return _finish(setting, ch, alpha, x[0], x[1], x[2], qh, mh, sh, 1, False, math.inf)
     cur, ok = _newton(F, first, None, tol, beta, max_iter, J0)
     converged, weight, seen, cycled = False, None, [], False
+    switched = torch.zeros(ch.N, dtype=torch.bool)  # nodes switched to the lower minimum in a past round
+    # after a switch the re-solve runs to ``_ROUND_TOL`` only (the next switch moves the point more than
+    # that); the last round, where no node is in the higher minimum, is finished to ``tol`` and checked again
+    loose = _ROUND_TOL
     for _ in range(_MAX_ROUNDS):
         if not ok:
             break
         off, hc, Mc = _lower_elsewhere(ch, cur)
         if not bool(off.any()):
+            if cur.change >= tol / 10:  # a round solved loosely: to tol, then checked again
+                cur, ok = _newton(F, cur, None, tol, beta, max_iter, F.jac)
+                loose = tol
+                continue
             converged = True
             break
         rows = torch.nonzero(off).flatten()
-        if any(np.all(np.abs(cur.x - v) <= 1e-6 * np.abs(v)) for v in seen):  # back where it was: a cycle
+        back = any(np.all(np.abs(cur.x - v) <= 1e-6 * np.abs(v)) for v in seen)  # back where it was
+        if back or bool(switched[rows].all()):  # or only nodes that switched before switch back: a cycle
             cycled = True
+            if cur.change >= tol / 10:  # a round solved loosely: the end w = 0 of the bracket to tol
+                cur, ok = _newton(F, cur, None, tol, beta, max_iter, F.jac)
+                if not ok:
+                    break
             mixed, converged, weight = _mixed(F, cur, rows, hc[rows], tol, beta, max_iter)
             if converged:
                 cur = mixed
                 break
             # no tie between this state and the next: try again from the next state of the cycle
         seen.append(cur.x.copy())
+        switched[rows] = True
         nxt = F(cur.y, hc, None)  # follow the lower minima from here
         if nxt is None:
             break
-        cur, ok = _newton(F, nxt, None, tol, beta, max_iter, F.jac)
+        cur, ok = _newton(F, nxt, None, max(tol, loose), beta, max_iter, F.jac)
     x = cur.x
     fp = _finish(
         setting, ch, alpha, x[0], x[1], x[2], *cur.hats, F.evals, converged, cur.change, cur.EM, cur.jv
