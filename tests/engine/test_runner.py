@@ -103,6 +103,10 @@ def test_backends_give_the_same_numbers(tmp_path, testclaims, backend):
         assert b[k] == pytest.approx(a[k], rel=1e-12, abs=0)
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
     """Ctrl-C part way through a process-backend run, rerun, compare with an uninterrupted run."""
     args = [
@@ -132,6 +136,9 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # a terminal's foreground job takes SIGINT by default; a suite started in the background by a
+        # non-interactive shell inherits it ignored, and an ignored signal stays ignored across exec
+        preexec_fn=_default_sigint,
     )
     db = out_i / "attnlab.sqlite"
     _, err = proc.communicate(timeout=120)
