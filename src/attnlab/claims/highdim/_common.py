@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any
 
+import numpy as np
+
 from attnlab.engine.protocol import Row
 
 PAPER = "C"
@@ -62,3 +64,27 @@ def groups(rows: Sequence[Row], keys: Sequence[str]) -> dict[tuple[Hashable, ...
     for r in rows:
         out.setdefault(tuple(r.params[k] for k in keys), []).append(r)
     return out
+
+
+def se_threshold(row: Row, metric: str, side: str) -> tuple[float, dict]:
+    """The state evolution's threshold from a threshold claim's theory row: (α_c, numbers).
+
+    ``metric`` (``se_data_loss`` or ``se_test_error``) holds the scan at each of ``se_lams`` over
+    ``se_alphas``; the points where the two smallest λ̃ agree to ``se_rtol`` (in the λ̃ → 0 limit) and the
+    value is positive are fitted by a power-law onset on ``side`` (``"above"``: leaves zero above α_c;
+    ``"below"``: reaches zero at α_c from below). NaN when fewer than three points are in the limit.
+    """
+    from attnlab.highdim.se_thresholds import in_limit, power_onset
+
+    p, m = row.params, row.metrics
+    lams = list(p["se_lams"])
+    i, j = int(np.argmin(lams)), int(np.argsort(lams)[1])
+    small, check = m[metric][i], m[metric][j]
+    ok = in_limit(small, check, p["se_rtol"]) & (np.asarray(small) > 0)
+    a = np.asarray(p["se_alphas"], dtype=float)[ok]
+    nums = {"se_alphas_used": a.tolist(), "se_converged": m["se_converged"]}
+    if a.size < 3:
+        return float("nan"), nums
+    on = power_onset(a, np.asarray(small)[ok], side)
+    nums.update(se_exponent=on.exponent, se_fit_rms=on.rms)
+    return on.alpha, nums

@@ -38,6 +38,7 @@ from typing import Literal
 import numpy as np
 
 from attnlab.claims.highdim._common import PAPER, device_name, groups, ok_rows, train_config
+from attnlab.claims.highdim._common import se_threshold as _se_threshold
 from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
 
 __all__ = ["CLAIM", "CLAIMS", "Params", "run", "verdict"]
@@ -125,20 +126,7 @@ def _theory(p: Params, ai: float) -> Result:
 
 def se_threshold(row: Row) -> tuple[float, dict]:
     """The state evolution's threshold from the theory row: (α_c, numbers)."""
-    from attnlab.highdim.se_thresholds import in_limit, power_onset
-
-    p, m = row.params, row.metrics
-    lams = list(p["se_lams"])
-    i, j = int(np.argmin(lams)), int(np.argsort(lams)[1])
-    small, check = m["se_data_loss"][i], m["se_data_loss"][j]
-    ok = in_limit(small, check, p["se_rtol"]) & (np.asarray(small) > 0)
-    a = np.asarray(p["se_alphas"], dtype=float)[ok]
-    nums = {"se_alphas_used": a.tolist(), "se_converged": m["se_converged"]}
-    if a.size < 3:
-        return float("nan"), nums
-    on = power_onset(a, np.asarray(small)[ok], "above")
-    nums.update(se_exponent=on.exponent, se_fit_rms=on.rms)
-    return on.alpha, nums
+    return _se_threshold(row, "se_data_loss", "above")
 
 
 def crossings(rows: Sequence[Row]) -> dict[int, list[float | None]]:
