@@ -14,11 +14,13 @@ import torch
 
 from attnlab.core.seeding import canonical_json
 
-__all__ = ["REP_KEY", "CONTROL_KEY", "Grid", "jsonable", "parse_override", "variant_name"]
+__all__ = ["REP_KEY", "CONTROL_KEY", "CELL_KEY", "Grid", "jsonable", "parse_override", "variant_name"]
 
-#: Reserved parameter names the engine adds: the seed replicate and the control a point belongs to.
+#: Reserved parameter names the engine adds: the seed replicate, the control a point belongs to and
+#: the cell of an open knob's map (``"c=1"``) it belongs to.
 REP_KEY = "rep"
 CONTROL_KEY = "control"
+CELL_KEY = "cell"
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,12 @@ Symmetrically, a failing verdict with no flip and no positive control coming out
 hold* (``cannot_fail`` is set for both: the verdict could not have come out the other way). An identity
 holds by construction (it checks the code, not a paper). An inconclusive verdict has no power to
 measure ("n/a" with its reason).
+
+A flip is read against the verdict's own resolution: beside it the label shows the verdict's band (its
+tolerance as a fraction of the prediction, ``Verdict.band``): "±5% (band 3%)". And a control counts
+as exercising the rule only when the branch of the rule that decides the test decides the control too
+(``Verdict.branch``): a negative control that fails because it has no data, while the test holds on an
+exponent, says nothing about the exponent.
 """
 
 from __future__ import annotations
@@ -46,6 +52,16 @@ class Power:
     controls: dict[str, dict[str, Any]] = field(default_factory=dict)
     base: str = ""
     reason: str = ""
+    band: float | None = None
+    branch: str = ""
+    cells: list[dict[str, Any]] = field(default_factory=list)
+    parts: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def smallest_flip(self) -> float | None:
+        """The smallest ε that flips the verdict, over predictions and directions (None: none)."""
+        eps = [e for f in self.flips.values() for e in f.values() if e is not None]
+        return min(eps) if eps else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +71,10 @@ class Power:
             "controls": self.controls,
             "base": self.base,
             "reason": self.reason,
+            "band": self.band,
+            "branch": self.branch,
+            "cells": self.cells,
+            "parts": self.parts,
         }
 
     @classmethod
@@ -67,6 +87,10 @@ class Power:
             d.get("controls", {}),
             d.get("base", ""),
             d.get("reason", ""),
+            d.get("band"),
+            d.get("branch", "") or "",
+            list(d.get("cells", []) or []),
+            dict(d.get("parts", {}) or {}),
         )
 
 
@@ -93,25 +117,34 @@ def resolving_power(claim: Claim, rows: Sequence[Row], verdict: Verdict | None =
             status = "missing"
         else:
             status = got.status
+        same = bool(verdict.branch) and got.branch == verdict.branch
         controls[name] = {
             "kind": c.kind,
             "knob": c.knob,
             "expect": c.expect,
             "got": status,
             "as_designed": status == c.expect,
+            "branch": got.branch,
+            "same_branch": same,
             "why": c.why,
             "numbers": dict(got.numbers),
         }
     n_ok = sum(v["as_designed"] for v in controls.values())
     ctrl_label = f"controls {n_ok}/{len(controls)}" if controls else ""
+    if controls and verdict.branch:
+        n_br = sum(v["as_designed"] and v["same_branch"] for v in controls.values())
+        if n_br != n_ok:
+            ctrl_label += f" ({n_br} through '{verdict.branch}')"
+    band, branch = verdict.band, verdict.branch
     if claim.kind == "identity":
         return Power(
-            "identity (holds by construction)", False, {}, controls, base, "an identity checks the code"
-        )
-    if base == "inconclusive":
-        reason = verdict.regime or verdict.note or "inconclusive"
-        label = "n/a" + (f" · {ctrl_label}" if ctrl_label else "")
-        return Power(label, False, {}, controls, base, reason)
+            "identity (holds by construction)", False, {}, controls, base, "an identity checks the code",
+            band, branch,
+        )  # fmt: skip
+    if base in ("inconclusive", "depends"):
+        reason = verdict.regime or verdict.note or base
+        label = ("n/a" if base == "inconclusive" else "map") + (f" · {ctrl_label}" if ctrl_label else "")
+        return Power(label, False, {}, controls, base, reason, band, branch)
     flips: dict[str, dict[str, float | None]] = {}
     for name in claim.predictions:
         flips[name] = {
@@ -123,12 +156,13 @@ def resolving_power(claim: Claim, rows: Sequence[Row], verdict: Verdict | None =
     e_up, e_down = (min(up) if up else None), (min(down) if down else None)
     parts = []
     if flips:
+        band_txt = "" if band is None else f" (band {100 * band:.3g}%)"
         if e_up is None and e_down is None:
-            parts.append("no flip ≤50%")
+            parts.append("no flip ≤50%" + band_txt)
         elif e_up == e_down:
-            parts.append(f"±{_pct(e_up)}")
+            parts.append(f"±{_pct(e_up)}" + band_txt)
         else:
-            parts.append(f"+{_pct(e_up)}/−{_pct(e_down)}")
+            parts.append(f"+{_pct(e_up)}/−{_pct(e_down)}" + band_txt)
     if ctrl_label:
         parts.append(ctrl_label)
     # the verdict could have come out the other way if a perturbation flips it, or if a control
@@ -144,4 +178,4 @@ def resolving_power(claim: Claim, rows: Sequence[Row], verdict: Verdict | None =
         label = " · ".join(parts)
     else:
         label = "n/a (finding: rule stated)" if claim.kind == "finding" else "-"
-    return Power(label, cannot, flips, controls, base, "")
+    return Power(label, cannot, flips, controls, base, "", band, branch)

@@ -40,6 +40,25 @@ Writing a claim::
 
 ``run`` must be a module-level function (it is sent to worker processes by reference).
 
+What a verdict is worth. Each claim declares its **grade** — ``identity`` (holds by algebra: it checks
+the code), ``numerics`` (two computations of the same theory: a closed form against a solver, a
+quadrature against particles of the same ODE; it checks the numerics) or ``evidence`` (a theory held
+against an independent simulation of the system the statement is about, published data or a real
+model). Only ``evidence`` is a verdict on a paper. A claim whose check has parts of other grades lists
+them in ``parts`` (name -> :class:`Part`) and may report their outcomes in ``Verdict.parts``; it decides
+on its own grade's part.
+
+A statement often leaves knobs open (a kernel scale, how heads are weighted, a time window, the target,
+the optimiser). ``knobs`` (Params field -> :class:`Knob`) names them with values to map: every value is
+a *cell*, run on the test grid with that one field changed and decided by the same rule. The claim
+holds where every cell holds, fails where every cell fails, and otherwise *depends* (a map, not a word;
+see :func:`combine_cells`). The verdict function sees one cell's rows at a time, as with controls.
+
+A verdict says which branch of its rule decided (``Verdict.branch``: "exponent", "size-0",
+"pooled CI", ...) so that a control counts only when the branch that decides the test decides it too,
+and states its tolerance as a fraction of the prediction (``Verdict.band``) so that a flip can be read
+against the verdict's own resolution.
+
 Seeds. A point's seed derives from the root seed, the claim id and the parameters the grid (or an
 override) states explicitly; defaults filled in from ``Params`` do not enter the seed, so adding a field
 with a default never reshuffles the random draws of existing points. The point id hashes the full
@@ -59,27 +78,34 @@ import numpy as np
 import torch
 
 from attnlab.core.seeding import canonical_json, derive_seed, generator
-from attnlab.engine.grid import CONTROL_KEY, REP_KEY, Grid, jsonable, parse_override, variant_name
+from attnlab.engine.grid import CELL_KEY, CONTROL_KEY, REP_KEY, Grid, jsonable, parse_override, variant_name
 from attnlab.engine.params import axis_values as _axis_values
 from attnlab.engine.params import check_params
 from attnlab.engine.params import field_types as _hints
 
 __all__ = [
+    "CELL_KEY",
     "CONTROL_KEY",
+    "GRADES",
     "KINDS",
+    "STATUSES",
     "NO_PERTURBATION",
     "PROFILES",
     "REP_KEY",
     "VERDICTS",
     "Claim",
+    "Cell",
     "Control",
     "Grid",
+    "Knob",
+    "Part",
     "Point",
     "Predict",
     "Result",
     "Row",
     "Verdict",
     "check_params",
+    "combine_cells",
     "jsonable",
     "parse_override",
     "render",
@@ -88,10 +114,16 @@ __all__ = [
 
 KINDS = ("identity", "theorem", "finding")
 PROFILES = ("quick", "full")
+#: What a claim's verdict function returns.
 VERDICTS = ("holds", "fails", "inconclusive")
+#: What the engine shows: a verdict, or ``depends`` when the cells of an open knob disagree.
+STATUSES = (*VERDICTS, "depends")
+#: The kind of evidence a check is: the code, the numerics of one theory, or a paper's statement.
+GRADES = ("identity", "numerics", "evidence")
 
 Kind = Literal["identity", "theorem", "finding"]
-Status = Literal["holds", "fails", "inconclusive"]
+Status = Literal["holds", "fails", "inconclusive", "depends"]
+Grade = Literal["identity", "numerics", "evidence"]
 
 
 # ------------------------------------------------------------------------------------- points
@@ -125,6 +157,11 @@ class Point:
     def control(self) -> str:
         """The control this point belongs to ('' for the test setting)."""
         return str(self.params.get(CONTROL_KEY, ""))
+
+    @property
+    def cell(self) -> str:
+        """The cell of an open knob's map this point belongs to ('' for the test setting)."""
+        return str(self.params.get(CELL_KEY, ""))
 
     def generator(self, offset: int = 0) -> torch.Generator:
         """A torch generator seeded from this point's seed (``offset`` gives independent streams)."""
@@ -167,6 +204,11 @@ class Row:
     def control(self) -> str:
         return str(self.params.get(CONTROL_KEY, ""))
 
+    @property
+    def cell(self) -> str:
+        """The knob cell (``"c=1"``) this row belongs to; '' for the test setting and controls."""
+        return str(self.params.get(CELL_KEY, ""))
+
 
 # ------------------------------------------------------------------------------------- verdicts
 @dataclass(frozen=True)
@@ -176,6 +218,10 @@ class Verdict:
     ``regime`` is empty when the statement's regime applies, else the reason the verdict is
     inconclusive (outside the regime, or the deciding quantity on the edge of the grid).
     ``note`` holds short extra facts; the prose comes from the claim's ``explain`` template.
+    ``branch`` names the branch of the rule that decided ("exponent", "size-0", "pooled CI", ...);
+    ``band`` is the verdict's tolerance as a fraction of its prediction (0.03 for ±3%), where the rule
+    has one; ``parts`` gives the outcome of each declared :class:`Part` of another grade.
+    A verdict function returns holds, fails or inconclusive; ``depends`` is the engine's, for a map.
     """
 
     status: Status
@@ -183,10 +229,18 @@ class Verdict:
     tolerance: str
     note: str = ""
     regime: str = ""
+    branch: str = ""
+    band: float | None = None
+    parts: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.status not in VERDICTS:
-            raise ValueError(f"status: expected one of {', '.join(VERDICTS)}, got {self.status!r}")
+        if self.status not in STATUSES:
+            raise ValueError(f"status: expected one of {', '.join(STATUSES)}, got {self.status!r}")
+        if self.band is not None and not (self.band >= 0 and self.band == self.band):
+            raise ValueError(f"band: expected a non-negative fraction of the prediction, got {self.band!r}")
+        bad = [k for k, v in self.parts.items() if v not in VERDICTS]
+        if bad:
+            raise ValueError(f"parts: expected outcomes among {', '.join(VERDICTS)}, got {bad[0]!r}")
         if self.regime and self.status != "inconclusive":
             raise ValueError(f"regime: a verdict outside its regime must be inconclusive, got {self.status}")
 
@@ -202,6 +256,9 @@ class Verdict:
             "tolerance": self.tolerance,
             "note": self.note,
             "regime": self.regime,
+            "branch": self.branch,
+            "band": self.band,
+            "parts": dict(self.parts),
         }
 
 
@@ -254,6 +311,101 @@ class Control:
         return "negative" if self.expect == "fails" else "positive"
 
 
+@dataclass(frozen=True)
+class Knob:
+    """A knob the statement leaves open, mapped over ``values`` (a list, or one list per profile).
+
+    The knob's name is a ``Params`` field. Each value is a cell: the test grid with that field set to
+    the value, decided by the claim's own rule. The test setting's value is a cell too (its rows are
+    the test's, not run twice). ``why`` says what the statement leaves open.
+    """
+
+    values: Sequence[Any] | Mapping[str, Sequence[Any]]
+    why: str
+
+    def values_for(self, profile: str) -> list[Any]:
+        if isinstance(self.values, Mapping):
+            return list(self.values.get(profile, ()))
+        return list(self.values)
+
+
+@dataclass(frozen=True)
+class Part:
+    """A part of a claim's check of another grade than the claim's (a closed form against the solver
+    beside the simulations that decide). ``what`` says what it checks."""
+
+    grade: Grade
+    what: str
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of a knob's map: the knob, its value, and the verdict there."""
+
+    knob: str
+    value: Any
+    verdict: Verdict
+    test: bool = False  # the test setting's own value
+
+    @property
+    def name(self) -> str:
+        return cell_name(self.knob, self.value)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "knob": self.knob,
+            "value": jsonable(self.value),
+            "status": self.verdict.status,
+            "branch": self.verdict.branch,
+            "test": self.test,
+            "note": self.verdict.regime or "",
+            "numbers": jsonable(dict(self.verdict.numbers)),
+        }
+
+
+def cell_name(knob: str, value: Any) -> str:
+    import json
+
+    v = value if isinstance(value, str) else json.dumps(jsonable(value), separators=(",", ":"))
+    return f"{knob}={v}"
+
+
+def _where(cells: Sequence[Cell], status: str) -> str:
+    by_knob: dict[str, list[str]] = {}
+    for c in cells:
+        if c.verdict.status == status:
+            by_knob.setdefault(c.knob, []).append(c.name.split("=", 1)[1])
+    return "; ".join(f"{k} = {', '.join(v)}" for k, v in by_knob.items())
+
+
+def combine_cells(test: Verdict, cells: Sequence[Cell]) -> Verdict:
+    """The claim's verdict over its map: holds where every cell holds, fails where every cell fails.
+
+    A map with cells that hold and cells that fail *depends*, and its note says where each; a map
+    whose cells agree except for inconclusive ones is inconclusive (the map says which cells could
+    not decide). With no knobs the test verdict stands. The test's numbers, branch and band are kept.
+    """
+    if not cells:
+        return test
+    statuses = {c.verdict.status for c in cells}
+    where = {s: _where(cells, s) for s in VERDICTS}
+    parts = [f"{s} for {where[s]}" for s in VERDICTS if where[s]]
+    text = "; ".join(parts)
+    if statuses == {test.status} and test.status in ("holds", "fails"):
+        return dataclasses.replace(test, note=f"{test.note} Map: {text}.".strip())
+    if {"holds", "fails"} <= statuses:
+        note = f"depends: {text}. {test.note}".strip()
+        return dataclasses.replace(test, status="depends", note=note, regime="")
+    if test.status == "inconclusive":
+        return dataclasses.replace(test, note=f"{test.note} Map: {text}.".strip())
+    return dataclasses.replace(
+        test,
+        status="inconclusive",
+        regime=f"not every cell of the map decides ({text})",
+        note=f"{test.note} Map: {text}.".strip(),
+    )
+
+
 VerdictFn = Callable[..., Verdict]
 
 
@@ -298,10 +450,28 @@ class Claim:
     controls: Mapping[str, Control] = field(default_factory=dict)
     regime: str = ""
     explain: Mapping[str, str] = field(default_factory=dict)
+    grade: Grade | str = ""
+    parts: Mapping[str, Part] = field(default_factory=dict)
+    knobs: Mapping[str, Knob] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"kind: expected one of {', '.join(KINDS)}, got {self.kind!r}")
+        if self.kind == "identity" and self.grade in ("", "identity"):
+            object.__setattr__(self, "grade", "identity")
+        # '' is undeclared: never decisive (every shipped claim declares its grade)
+        if self.grade not in (*GRADES, ""):
+            raise ValueError(
+                f"grade: expected one of {', '.join(GRADES)} for {self.id} (what kind of evidence its "
+                f"verdict is), got {self.grade!r}"
+            )
+        if self.kind == "identity" and self.grade != "identity":
+            raise ValueError(f"grade: an identity claim ({self.id}) has grade 'identity', got {self.grade!r}")
+        for name, part in self.parts.items():
+            if part.grade not in GRADES:
+                raise ValueError(
+                    f"parts {name}: expected a grade among {', '.join(GRADES)}, got {part.grade!r}"
+                )
         missing = [p for p in PROFILES if p not in self.grids]
         if missing:
             raise ValueError(f"grids: expected the profiles {', '.join(PROFILES)}, missing {missing}")
@@ -313,6 +483,18 @@ class Claim:
                     check_params(self.params, p, where=f"{self.id} grid {prof!r}")
             for name, c in self.controls.items():
                 check_params(self.params, dict(c.set), where=f"{self.id} control {name!r}")
+            for name, k in self.knobs.items():
+                for prof in PROFILES:
+                    for v in k.values_for(prof):
+                        check_params(self.params, {name: v}, where=f"{self.id} knob {name!r}")
+                    axis = self.grids[prof].axes.get(name)
+                    if axis is not None and len(axis) > 1:
+                        raise ValueError(
+                            f"knobs {name}: expected a field the test grid holds at one value, got an axis "
+                            f"{list(axis)} in the {prof!r} grid of {self.id}"
+                        )
+        elif self.knobs:
+            raise ValueError(f"knobs: expected a Params dataclass for {self.id} (knobs are its fields)")
         bad = [s for s in self.explain if s not in VERDICTS]
         if bad:
             raise ValueError(f"explain: expected keys among {', '.join(VERDICTS)}, got {bad}")
@@ -386,7 +568,7 @@ class Claim:
         inst = self.params(**{k: v for k, v in explicit.items() if k in names})
         full = {f.name: getattr(inst, f.name) for f in dataclasses.fields(self.params)}
         full.update({k: v for k, v in explicit.items() if k in names})  # as written (3 stays 3)
-        for k in (REP_KEY, CONTROL_KEY):
+        for k in (REP_KEY, CONTROL_KEY, CELL_KEY):
             if k in explicit:
                 full[k] = explicit[k]
         return full
@@ -410,6 +592,10 @@ class Claim:
             for name, c in self.controls.items():
                 for p in grid.expand(overrides | dict(c.set), lv | self._list_valued(c.set)):
                     explicit.append(p | {CONTROL_KEY: name})
+            for knob, value in self.map_cells(profile, overrides):
+                kset = {knob: value}
+                for p in grid.expand(overrides | kset, lv | self._list_valued(kset)):
+                    explicit.append(p | {CELL_KEY: cell_name(knob, value)})
         out, seen = [], set()
         for params in explicit:
             params = jsonable(params)
@@ -421,10 +607,64 @@ class Claim:
                 out.append(pt)
         return out
 
+    def test_value(self, knob: str, profile: str, overrides: Mapping[str, Any] | None = None) -> Any:
+        """The value the test setting gives ``knob`` (the grid's, an override's or the default)."""
+        over = dict(overrides or {})
+        if knob in over:
+            return over[knob]
+        g = self.grids[profile]
+        if knob in g.fixed:
+            return g.fixed[knob]
+        if knob in g.axes and len(g.axes[knob]) == 1:
+            return list(g.axes[knob])[0]
+        f = {f.name: f for f in dataclasses.fields(self.params)}[knob]  # type: ignore[arg-type]
+        if f.default is not dataclasses.MISSING:
+            return f.default
+        return f.default_factory()  # type: ignore[misc]
+
+    def map_cells(self, profile: str, overrides: Mapping[str, Any] | None = None) -> list[tuple[str, Any]]:
+        """(knob, value) of every cell to run at ``profile``: the knobs' values other than the test's."""
+        out = []
+        for name, k in self.knobs.items():
+            tv = jsonable(self.test_value(name, profile, overrides))
+            for v in k.values_for(profile):
+                if jsonable(v) != tv:
+                    out.append((name, v))
+        return out
+
     def decide(self, rows: Sequence[Row], pred: Predict | None = None) -> Verdict:
-        """The verdict on the test setting's rows (controls excluded), prose rendered from numbers."""
-        test = [r for r in rows if not r.control]
+        """The verdict on the test setting's rows (controls and map cells excluded), with its prose."""
+        test = [r for r in rows if not r.control and not r.cell]
         return self._decide(test, pred)
+
+    def decide_cells(self, rows: Sequence[Row], profile: str, test: Verdict | None = None,
+                     overrides: Mapping[str, Any] | None = None) -> list[Cell]:  # fmt: skip
+        """The verdict on every cell of every knob's map (the test setting's cell included)."""
+        if not self.knobs:
+            return []
+        test = test or self.decide(rows)
+        cells = []
+        for name, k in self.knobs.items():
+            tv = jsonable(self.test_value(name, profile, overrides))
+            for v in k.values_for(profile):
+                if jsonable(v) == tv:
+                    cells.append(Cell(name, v, test, test=True))
+                else:
+                    mine = [r for r in rows if r.cell == cell_name(name, v)]
+                    cells.append(Cell(name, v, self._decide(mine, None)))
+            if not any(c.test for c in cells if c.knob == name):
+                cells.insert(
+                    next(i for i, c in enumerate(cells) if c.knob == name), Cell(name, tv, test, test=True)
+                )
+        return cells
+
+    def decide_map(
+        self, rows: Sequence[Row], profile: str, overrides: Mapping[str, Any] | None = None
+    ) -> tuple[Verdict, Verdict, list[Cell]]:
+        """(the claim's verdict over its map, the test setting's verdict, the cells)."""
+        test = self.decide(rows)
+        cells = self.decide_cells(rows, profile, test, overrides)
+        return combine_cells(test, cells), test, cells
 
     def _decide(self, rows: Sequence[Row], pred: Predict | None) -> Verdict:
         if not rows:

@@ -9,6 +9,7 @@ finished row and the next run computes only what is missing.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import time
@@ -232,6 +233,12 @@ def claim_meta(claim: Claim) -> dict[str, Any]:
         "statement": claim.statement,
         "description": claim.description,
         "regime": claim.regime,
+        "grade": claim.grade,
+        "parts": {k: {"grade": p.grade, "what": p.what} for k, p in claim.parts.items()},
+        "knobs": {
+            k: {"why": kb.why, "values": {pr: kb.values_for(pr) for pr in ("quick", "full")}}
+            for k, kb in claim.knobs.items()
+        },  # fmt: skip
         "predictions": dict(claim.predictions),
         "controls": {
             k: {"kind": c.kind, "expect": c.expect, "knob": c.knob, "why": c.why}
@@ -253,8 +260,16 @@ def decide_run(
     rows = store.rows(point_ids, with_arrays=True)
     missing = len(point_ids) - len(rows)
     try:
-        v = claim.decide(rows)
-        power = resolving_power(claim, rows, v) if rows else Power("n/a", False, reason="no rows")
+        v, test, cells = claim.decide_map(rows, profile, overrides)
+        power = resolving_power(claim, rows, test) if rows else Power("n/a", False, reason="no rows")
+        if v.status != test.status:  # the map decides: the test cell's power is not the claim's
+            word = "map" if v.status == "depends" else "n/a"
+            ctrl = power.label.split(" · ", 1)[1] if " · controls" in power.label else ""
+            power = dataclasses.replace(
+                power, label=word + (f" · {ctrl}" if ctrl else ""), cannot_fail=False, flips={},
+                base=v.status, reason=v.regime or v.note,
+            )  # fmt: skip
+        power = dataclasses.replace(power, cells=[c.to_dict() for c in cells], parts=dict(test.parts))
     except Exception as e:  # noqa: BLE001 - a broken verdict is reported, not fatal
         v = Verdict("inconclusive", {"points": len(rows)}, "-", f"verdict raised {type(e).__name__}: {e}")
         power = Power("n/a", False, reason=v.note)

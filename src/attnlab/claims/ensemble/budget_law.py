@@ -179,6 +179,7 @@ _FIXED = {"D": 16, "d": 16, "target": "radial", "noise": 0.5, "reps": 8, "querie
 CLAIM = Claim(
     id="ensemble.budget-law",
     kind="theorem",
+    grade="evidence",
     paper="A",
     statement="Thm 6.1: at a fixed budget D = H·d_k the optimal head dimension d_k* grows only "
     "logarithmically with the training-set size n (d_k* ∝ log n); the summary's law d_k* ~ (log n)^{2/(4+d)} "

@@ -210,6 +210,7 @@ _UNRESOLVED = (
 CLAIM = Claim(
     id="ensemble.decorrelation-optimal",
     kind="theorem",
+    grade="evidence",
     paper="A",
     statement="Thm 5.1: the ensemble MSE is minimised when (W_K^h)ᵀ W_K^h' ≈ 0 for h ≠ h': heads trained "
     "with an orthogonality penalty reach a higher HDI and a lower test MSE than heads trained without it.",

@@ -145,6 +145,7 @@ _QUICK = {"target": "radial"}
 CLAIM = Claim(
     id="ensemble.hdi-monotone",
     kind="theorem",
+    grade="evidence",
     paper="A",
     statement="Thm 4.2: the integrated MSE of the NW ensemble is non-increasing in the Head Diversity Index "
     "(read on the expectation over random frames of heads, for a target no frame favours).",

@@ -110,6 +110,7 @@ _READING = (
 CLAIM = Claim(
     id="ensemble.heads-linear-in-budget",
     kind="theorem",
+    grade="evidence",
     paper="A",
     statement="Thm 6.1: at a fixed training-set size the optimal number of heads H* grows nearly linearly "
     "with the budget D = H·d_k.",

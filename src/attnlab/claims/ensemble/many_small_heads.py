@@ -87,6 +87,7 @@ _READING = (
 CLAIM = Claim(
     id="ensemble.many-small-heads",
     kind="theorem",
+    grade="evidence",
     paper="A",
     statement="Thm 6.1 (implication): under a fixed budget D = H·d_k and a large training set, many small "
     "heads beat few large ones: the optimal split has H* ≥ d_k*.",

@@ -132,6 +132,7 @@ _READING = (
 CLAIM = Claim(
     id="ensemble.single-head-smoother",
     kind="theorem",
+    grade="evidence",
     paper="A",
     statement="A single attention head (an NW estimator) is already a low-variance smoother: its variance "
     "falls like σ²/(n h^{d_k}) in the sample size n and the bandwidth h.",

@@ -156,6 +156,7 @@ _READING = "Leave-one-out training, early-stopped, HDI recorded along training, 
 CLAIM = Claim(
     id="ensemble.training-orthogonalises",
     kind="theorem",
+    grade="evidence",
     paper="A",
     statement="Reading of Thm 5.1: training pressure drives heads to orthogonal subspaces, so plain training "
     "(no penalty) raises the heads' HDI.",

@@ -145,6 +145,7 @@ _READING = (
 CLAIM = Claim(
     id="ensemble.variance-needs-decorrelation",
     kind="theorem",
+    grade="evidence",
     paper="A",
     statement="Averaging heads reduces variance only through decorrelation: identical heads give no "
     "reduction, orthogonal heads the most, and the variance part follows V(ρ + (1−ρ)/H) in the mean "

@@ -147,6 +147,7 @@ _READING = (
 CLAIM = Claim(
     id="ensemble.weighting",
     kind="theorem",
+    grade="numerics",
     paper="A",
     statement="Thm 7.1: with heads sorted by quality (consistency rate), geometric or Fibonacci weights make "
     "the MSE decay faster than uniform averaging when head quality is heterogeneous.",

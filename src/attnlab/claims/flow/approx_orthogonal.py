@@ -133,6 +133,7 @@ _FIXED = {"heads": 2, "d": 8, "beta": 1.0, "batch": 256}
 CLAIM = Claim(
     id="flow.approx-orthogonal",
     kind="theorem",
+    grade="evidence",
     paper="B",
     statement="Per-head energy monotonicity survives approximate orthogonality ||M_h' M_h||_op <= δ for δ "
     "small relative to the self-energy (Thm 39), read quantitatively: δ_crit ≥ c·κ with c > 0 stable.",

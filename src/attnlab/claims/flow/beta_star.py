@@ -166,6 +166,7 @@ _ONSET = {"part": "onset", "n": 32, "d": 64, "draws": 256, "betas": BETAS_Q}
 CLAIM = Claim(
     id="flow.beta-star",
     kind="theorem",
+    grade="numerics",
     paper="B",
     statement="For identical scalar heads at pairwise orthogonal tokens, Condition 8 (form 3 of radial "
     "dominance) holds exactly below beta* = (1/(2λ)) ln(c*^2 (n-1)/(1-c*^2)) and fails above it (Thm 19).",

@@ -101,6 +101,7 @@ _IDENT_F = {"heads": 4, "n": 32, "d": 8, "batch": 32}
 CLAIM = Claim(
     id="flow.energy-monotone",
     kind="theorem",
+    grade="evidence",
     paper="B",
     statement="With symmetric M_h and V_h = M_h (usa kind), dE_multi/dt = (1/n) sum_i ||x_i'||^2 >= 0 on the "
     "sphere and in flat space (Thm 11). Not for softmax attention with H >= 2 heads (see "

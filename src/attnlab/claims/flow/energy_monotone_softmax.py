@@ -161,6 +161,7 @@ _Q = {"space": "sphere", "t1": 6.0, "states": 13, "batch": 32, "head_draws": 4, 
 CLAIM = Claim(
     id="flow.energy-monotone-softmax",
     kind="finding",
+    grade="evidence",
     paper="B",
     statement="For softmax (per-head normalised) attention the total energy is monotone with one head (a "
     "positive rescaling of the gradient) but not with H ≥ 2 heads, as in real transformers.",

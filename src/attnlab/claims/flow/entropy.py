@@ -148,6 +148,7 @@ _TRAJ = {"part": "trajectories", "n": 32, "d": 3, "t1": 30.0, "batch": 16}
 CLAIM = Claim(
     id="flow.entropy",
     kind="theorem",
+    grade="evidence",
     paper="B",
     statement="dH_i/dt = -β² Cov_{p_i}(s, ṡ) (Thm 27); attention entropy rises during clustering and settles "
     "at log n (the summary's general reading; proved for the scalar equiangular case).",

@@ -180,6 +180,7 @@ _EXPLAIN = (
 CLAIM = Claim(
     id="flow.equiangular-rates",
     kind="theorem",
+    grade="numerics",
     paper="B",
     statement="Equiangular scalar softmax heads: γ' = Σ_h 2λ_h(1-γ)(1+(n-1)γ)/(e^{λ_h β(1-γ)}+n-1); "
     "late rate 2Λ; unequal strengths cluster faster early on where φ is convex: every λ_h > λ_c, or a "

@@ -100,6 +100,7 @@ _EXPLAIN = (
 CLAIM = Claim(
     id="flow.late-constant",
     kind="theorem",
+    grade="numerics",
     paper="B",
     statement="Equiangular scalar softmax heads: late in the flow ε(t) = 1 − γ(t) ~ C e^{−2Λt}, with C "
     "given by the equiangular ODE (Thm 22).",

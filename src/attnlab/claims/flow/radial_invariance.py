@@ -95,6 +95,7 @@ _EXPLAIN = (
 CLAIM = Claim(
     id="flow.radial-invariance",
     kind="finding",
+    grade="evidence",
     paper="B",
     statement="Open problem of the seed: radial dominance is invariant along trajectories (a state "
     "satisfying it keeps satisfying it), for heads on mutually orthogonal subspaces.",

@@ -140,6 +140,7 @@ _SCAN_Q = {"mode": "scan", "space": "sphere", "heads": 2, "ns": [8, 16, 64], "ds
 CLAIM = Claim(
     id="flow.radial-shadow",
     kind="theorem",
+    grade="evidence",
     paper="B",
     statement="With mutually orthogonal head subspaces, per-head energy is monotone in flat space but can "
     "decrease on the sphere through radial shadows a_i^h = <f_i^h, x_i> (Thm 16-17).",

@@ -99,6 +99,7 @@ _EXPLAIN = (
 CLAIM = Claim(
     id="flow.relu-late",
     kind="finding",
+    grade="evidence",
     paper="B",
     statement="Thm 25's remark: ReLU heads may dominate softmax heads at late times (larger late decay "
     "rate of 1 − γ at matched γ).",

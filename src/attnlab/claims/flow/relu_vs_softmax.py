@@ -185,6 +185,7 @@ _TIMES = {"part": "times", "batch": 4}
 CLAIM = Claim(
     id="flow.relu-vs-softmax",
     kind="theorem",
+    grade="evidence",
     paper="B",
     statement="Near γ = 0 a softmax head clusters with a constant force 2λ/(e^{βλ}+n−1), independent of d "
     "(T = O(n)), and a ReLU head with zero force at γ = 0 (T = O(n log d)) (Thm 25).",

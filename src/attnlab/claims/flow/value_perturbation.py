@@ -179,6 +179,7 @@ _EXPLAIN = (
 CLAIM = Claim(
     id="flow.value-perturbation",
     kind="theorem",
+    grade="evidence",
     paper="B",
     statement="Total-energy monotonicity is robust to small perturbations of the value alignment V_h = M_h "
     "(Thm 12): violations occur only where the dissipation is at most K·size², and their size is "

@@ -193,6 +193,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
 CLAIM = Claim(
     id="highdim.emergence",
     kind="theorem",
+    grade="evidence",
     paper=PAPER,
     statement="With a power-law target the modes are recovered one after another as α grows, and the "
     "error along each target direction drops fastest where its outlier leaves the bulk, in theory and for "

@@ -192,6 +192,7 @@ _READING = (
 CLAIM = Claim(
     id="highdim.error-decomposition",
     kind="theorem",
+    grade="evidence",
     paper=PAPER,
     statement="On a power-law target, the error of the learned S splits into over-fitting (noise bulk), "
     "under-fitting (hidden target directions), approximation (recovered outliers) and rotation parts, each "

@@ -119,6 +119,7 @@ def verdict(rows: Sequence[Row]) -> Verdict:
 CLAIM = Claim(
     id="highdim.factorised-beats-frobenius",
     kind="theorem",
+    grade="evidence",
     paper=PAPER,
     statement="At matched (cross-validated) regularisation the factorised student has lower test error than "
     "the unfactorised Frobenius-penalised one, most of all at low target rank.",

@@ -193,6 +193,7 @@ _THEORY_FULL = Grid({}, {"side": "theory", "noise": 0.5, "rep": 0, "se_nodes": 2
 CLAIM = Claim(
     id="highdim.interpolation-threshold",
     kind="theorem",
+    grade="numerics",
     paper=PAPER,
     statement="As λ̃ → 0+ the training loss vanishes below α_interp and is positive above it: the state "
     "evolution's data loss leaves zero at α_interp, and at a small finite λ̃ the simulated ERM's data loss "

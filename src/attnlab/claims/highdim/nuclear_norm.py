@@ -94,6 +94,7 @@ def verdict(rows: Sequence[Row]) -> Verdict:
 CLAIM = Claim(
     id="highdim.nuclear-norm",
     kind="theorem",
+    grade="evidence",
     paper=PAPER,
     statement="Factorised ERM (on W with weight decay, by L-BFGS or Adam) reaches the same minimum as "
     "nuclear-norm-penalised ERM over PSD S (proximal gradient with eigenvalue soft-thresholding), λ̃ = √κ λ.",

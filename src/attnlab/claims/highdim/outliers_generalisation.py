@@ -169,6 +169,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
 CLAIM = Claim(
     id="highdim.outliers-generalisation",
     kind="theorem",
+    grade="evidence",
     paper=PAPER,
     statement="More recovered outliers, better generalisation: keeping more of the learned outliers lowers "
     "the test error, by the gain the theory's η·ReLU(S0 + δZ − ε) predicts; outliers that carry no "

@@ -224,6 +224,7 @@ _THEORY_FULL = Grid({}, {"side": "theory", "kappa0": 0.5, "lam": 1e-4, "rep": 0,
 CLAIM = Claim(
     id="highdim.perfect-recovery",
     kind="theorem",
+    grade="numerics",
     paper=PAPER,
     statement="Without label noise the factorised student's test error vanishes above ᾱ_PR (between the "
     "Bayes-optimal and the unfactorised thresholds): the state evolution's error vanishes at ᾱ_PR as λ̃ → 0, "

@@ -214,6 +214,7 @@ def _second_readings(good: Sequence[Row], nums: dict) -> None:
 CLAIM = Claim(
     id="highdim.scaling-law",
     kind="theorem",
+    grade="numerics",
     paper=PAPER,
     statement="With a power-law target (γ > 1/2) the excess test error decays like (n/d)^(−1 + 1/(2γ)) for "
     "d ≪ n ≪ d² and λ̃ ≪ √(n/d²): the local exponents of the finite-d state evolution plateau there at "

@@ -31,6 +31,7 @@ def run(point: Point) -> Result:
 CLAIM = Claim(
     id="highdim.seq2seq",
     kind="theorem",
+    grade="evidence",
     paper=tva.PAPER,
     statement="The ERM trained on the seq2seq task matches the same state evolution as seq2lab (test error "
     "and training loss within 3% + 2 standard errors of the seed mean at d = 100).",

@@ -179,6 +179,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
 CLAIM = Claim(
     id="highdim.spectrum",
     kind="theorem",
+    grade="evidence",
     paper=PAPER,
     statement="The eigenvalues of the trained S follow η·ReLU(S0 + δZ − ε): atom at zero, rank fraction, "
     "and the law of the non-zero part (Kolmogorov–Smirnov, tolerance from the seeds' spread); at high α "

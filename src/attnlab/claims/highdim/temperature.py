@@ -76,6 +76,7 @@ def _grid(
 CLAIM = Claim(
     id="highdim.temperature",
     kind="theorem",
+    grade="evidence",
     paper=tva.PAPER,
     statement="At β = β0 ≠ 1 the ERM's test error and training loss match the state evolution at the same "
     "temperatures (extrapolated to d → ∞ from d = 60 and 100, within 3% + 2 standard errors).",

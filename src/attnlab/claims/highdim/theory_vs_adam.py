@@ -191,6 +191,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
 CLAIM = Claim(
     id="highdim.theory-vs-adam",
     kind="theorem",
+    grade="evidence",
     paper=PAPER,
     statement="The ERM minimiser's test error and training loss (found by L-BFGS; Adam with --set "
     "optimizer=adam) match the state-evolution prediction (within 3% + 2 standard errors of the seed mean "

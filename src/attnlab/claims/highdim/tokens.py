@@ -45,6 +45,7 @@ def _grid(seeds: int, lams: list[float], max_steps: int) -> Grid:
 CLAIM = Claim(
     id="highdim.tokens",
     kind="theorem",
+    grade="evidence",
     paper=tva.PAPER,
     statement="At T = 3 and 5 tokens the ERM's test error and training loss match the state evolution at the "
     "same rescaled sample size ᾱ = α(T² + T − 2)/2 (within 3% + 2 standard errors of the seed mean "

@@ -32,6 +32,7 @@ def run(point: Point) -> Result:
 CLAIM = Claim(
     id="highdim.width",
     kind="theorem",
+    grade="evidence",
     paper=tva.PAPER,
     statement="A student of width κ = 0.75, above the solution's rank fraction, reaches the κ-independent "
     "state-evolution test error and training loss (within 3% + 2 standard errors of the seed mean "

@@ -194,6 +194,7 @@ _READING = (
 CLAIM = Claim(
     id="models.minilm-diversity",
     kind="finding",
+    grade="evidence",
     paper="A",
     statement=(
         "Reading of Thm 5.1 (decorrelation optimality): training drives heads towards orthogonal "

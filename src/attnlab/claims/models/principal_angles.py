@@ -109,6 +109,7 @@ _EXPLAIN = (
 CLAIM = Claim(
     id="models.principal-angles",
     kind="finding",
+    grade="evidence",
     paper="B",
     statement="Paper B's premise for Thm 39: trained transformers' head subspaces are not orthogonal, their "
     "principal angles are typically 70–85° (measured on the bundled all-MiniLM-L6-v2).",

@@ -241,6 +241,7 @@ _FULL = dict(steps=5000, d_model=128, n_layers=4, seq_len=128, batch_size=64, re
 CLAIM = Claim(
     id="models.training-diversity",
     kind="finding",
+    grade="evidence",
     paper="A",
     statement=(
         "Reading of Thm 5.1: training pressure drives heads towards orthogonal subspaces, so in small "
