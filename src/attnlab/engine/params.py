@@ -2,7 +2,8 @@
 
 Every value given for a field (by ``--set``, by a profile's grid, a control or a knob) is checked twice
 before anything runs or is stored: its type against the annotation, then its value against the field's
-domain. A field declares its domain with ``typing.Annotated``::
+domain. A field declares its domain with ``typing.Annotated``, or the class lists them in a ``DOMAINS``
+mapping (read along the class's bases, so a subclass that changes defaults keeps them)::
 
     from typing import Annotated
     from attnlab.engine.params import In, Items, OneOf
@@ -14,6 +15,9 @@ domain. A field declares its domain with ``typing.Annotated``::
         strengths: Annotated[list[float], In("(0, inf)", length="[1, 16]")] = ...
         target: Annotated[str, OneOf("sine", "radial")] = "sine"
         setting: Annotated[tuple[Any, ...], Items(In("[1, inf)"), OneOf("a", "b"))] = (8, "a")
+        beta: float = 1.0                                        # inverse temperature
+
+        DOMAINS = {"beta": In("(0, inf)")}  # the same, listed after the fields
 
 * ``In(interval, cap=None, length=None, why="")``: a number in ``interval``, written as in mathematics
   with open ``(`` / ``)`` or closed ``[`` / ``]`` ends and ``inf`` for no bound. On a list field it
@@ -165,8 +169,21 @@ def field_types(params_cls: type) -> dict[str, Any]:
 
 
 def domain_of(params_cls: type) -> dict[str, Domain]:
-    """The declared domain of each field that has one."""
+    """The declared domain of each field that has one (``DOMAINS`` of the class and its bases, then
+    ``Annotated`` metadata); a ``DOMAINS`` key that names no field is refused."""
     out: dict[str, Domain] = {}
+    fields = {f.name for f in dataclasses.fields(params_cls)}
+    for klass in reversed(params_cls.__mro__):
+        table = vars(klass).get("DOMAINS")
+        if not table:
+            continue
+        for name, dom in dict(table).items():
+            if name not in fields or not isinstance(dom, (In, OneOf, Items)):
+                raise ValueError(
+                    f"DOMAINS of {klass.__module__}.{klass.__qualname__}: expected a field name and an "
+                    f"In, OneOf or Items, got {name!r}: {dom!r}"
+                )
+            out[name] = dom
     for name, tp in typing.get_type_hints(params_cls, include_extras=True).items():
         if typing.get_origin(tp) is typing.Annotated:
             for meta in tp.__metadata__:

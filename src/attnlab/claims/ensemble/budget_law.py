@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnlab.claims.ensemble._common import device_name, split
+from attnlab.engine.params import In, OneOf
 from attnlab.engine.protocol import (
     NO_PERTURBATION,
     Claim,
@@ -63,6 +64,21 @@ class Params:
     kernel: str = "gaussian"  # NW kernel of every head
     max_d_k: int = 0  # largest per-head dimension tried (0: every divisor below d)
     n_cap: int = 0  # most training points the heads' memory holds (0: all n; a control knob)
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "n": In("[2, inf)", cap=10_000_000),
+        "c": In("(0, inf)"),
+        "D": In("[1, inf)", cap=100_000),
+        "d": In("[1, inf)", cap=100_000),
+        "target": OneOf("sine", "ridge", "bump", "linear", "radial", "zero"),
+        "noise": In("[0, inf)"),
+        "reps": In("[1, inf)", cap=100_000),
+        "queries": In("[1, inf)", cap=100_000),
+        "layout": OneOf("random", "orthogonal", "shared", "controlled"),
+        "kernel": OneOf("dot", "gaussian"),
+        "max_d_k": In("[0, inf)"),
+        "n_cap": In("[0, inf)"),
+    }
 
 
 def run(point: Point) -> Result:

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from attnlab.claims.ensemble._common import device_name, split
+from attnlab.engine.params import In, Items, OneOf
 from attnlab.engine.protocol import Claim, Grid, Point, Result, Row, Verdict
 from attnlab.ensemble.data import RegressionTask
 from attnlab.ensemble.decomposition import decompose, equicorrelated_check, equicorrelated_variance
@@ -44,6 +45,26 @@ class Params:
     queries: int = 100  # integration points
     closed_V: float = 0.7  # head variance of the exact equal-moment predictions
     closed_rho: float = 0.35  # head correlation of the exact equal-moment predictions
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "config": Items(
+            OneOf("random", "orthogonal", "shared", "controlled"),
+            In("[0, 90]"),
+            OneOf("dot", "gaussian"),
+            OneOf("uniform", "geometric", "fibonacci", "optimal", "given"),
+            OneOf("sine", "ridge", "bump", "linear", "radial", "zero"),
+            In("[2, inf)", cap=10_000_000),
+        ),
+        "d": In("[1, inf)", cap=100_000),
+        "heads": In("[1, inf)", cap=256),
+        "d_k": In("[1, inf)", cap=100_000),
+        "c": In("(0, inf)"),
+        "noise": In("[0, inf)"),
+        "reps": In("[1, inf)", cap=100_000),
+        "queries": In("[1, inf)", cap=100_000),
+        "closed_V": In("[0, inf)"),
+        "closed_rho": In("[-1, 1]"),
+    }
 
 
 def run(point: Point) -> Result:

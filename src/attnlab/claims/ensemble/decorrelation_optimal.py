@@ -33,6 +33,7 @@ import torch
 from attnlab.claims.ensemble._common import device_name, setting_label, split, task_of
 from attnlab.core.geometry import diversity
 from attnlab.core.stats import mean_ci
+from attnlab.engine.params import In, Items, OneOf
 from attnlab.engine.protocol import Claim, Control, Grid, Point, Result, Row, Verdict
 from attnlab.ensemble.decomposition import decompose
 from attnlab.ensemble.heads import head_predictions
@@ -55,6 +56,28 @@ class Params:
     kernel: str = "gaussian"  # kernel of training and test predictions
     dec_reps: int = 10  # fresh training samples for the bias²/variance split of the trained heads
     dec_queries: int = 200  # integration points of that split
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "setting": Items(
+            In("[1, inf)", cap=100_000),
+            In("[1, inf)", cap=256),
+            In("[1, inf)", cap=100_000),
+            OneOf("sine", "ridge", "bump", "linear", "radial", "zero"),
+            In("[0, inf)"),
+            In("[2, inf)", cap=10_000_000),
+            In("(0, inf)"),
+        ),
+        "objective": OneOf("loo", "holdout"),
+        "penalty": In("[0, inf)"),
+        "steps": In("[1, inf)", cap=1_000_000),
+        "lr": In("(0, 10]"),
+        "test": In("[1, inf)", cap=1_000_000),
+        "val_fraction": In("(0, 1)"),
+        "patience": In("[1, inf)"),
+        "kernel": OneOf("dot", "gaussian"),
+        "dec_reps": In("[1, inf)", cap=100_000),
+        "dec_queries": In("[1, inf)", cap=100_000),
+    }
 
 
 _RADIAL = (8, 3, 2, "radial", 0.5, 500, 1.5)

@@ -29,6 +29,7 @@ import numpy as np
 from attnlab.claims.ensemble._common import device_name, split
 from attnlab.core.seeding import derive_seed
 from attnlab.core.stats import mean_ci
+from attnlab.engine.params import In, OneOf
 from attnlab.engine.protocol import Claim, Control, Grid, Point, Result, Row, Verdict
 from attnlab.ensemble.data import RegressionTask
 from attnlab.ensemble.sweeps import controlled_overlap_sweep
@@ -53,6 +54,19 @@ class Params:
     queries: int = 100  # integration points
     angles: tuple[float, ...] = ANGLES  # pairwise principal angles φ (degrees), ascending
     align: bool = True  # the frame's shared part contains e_1 (no effect on rotation-invariant targets)
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "d": In("[1, inf)", cap=100_000),
+        "heads": In("[1, inf)", cap=256),
+        "d_k": In("[1, inf)", cap=100_000),
+        "target": OneOf("sine", "ridge", "bump", "linear", "radial", "zero"),
+        "noise": In("[0, inf)"),
+        "n": In("[2, inf)", cap=10_000_000),
+        "c": In("(0, inf)"),
+        "reps": In("[1, inf)", cap=100_000),
+        "queries": In("[1, inf)", cap=100_000),
+        "angles": In("[0, 90]"),
+    }
 
 
 def run(point: Point) -> Result:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from attnlab.claims.ensemble._common import device_name, split
+from attnlab.engine.params import In
 from attnlab.engine.protocol import Claim, Grid, Point, Result, Row, Verdict
 from attnlab.ensemble.nw import nw_estimate
 
@@ -29,6 +30,11 @@ TOL = 1e-12  # float64 has eps 2.2e-16; softmax and a length-N reduction lose at
 class Params:
     shape: tuple[int, ...] = (8, 4, 2, 1, 1)  # (N keys, d model, d_k, d_v, batch B)
     beta: float = 1.0  # inverse temperature multiplying the attention scale 1/√d_k
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "shape": In("[1, inf)", cap=100_000, length="[5, 5]"),
+        "beta": In("(0, inf)"),
+    }
 
 
 def run(point: Point) -> Result:

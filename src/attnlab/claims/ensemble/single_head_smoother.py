@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from attnlab.claims.ensemble._common import device_name, split
+from attnlab.engine.params import In, OneOf
 from attnlab.engine.protocol import (
     NO_PERTURBATION,
     Claim,
@@ -64,6 +65,18 @@ class Params:
     reps: int = 50  # Monte Carlo replications of the training sample
     queries: int = 100  # integration points
     kernel: str = "gaussian"  # NW kernel of the head (ensemble.heads.KERNELS)
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "n": In("[2, inf)", cap=10_000_000),
+        "c": In("(0, inf)"),
+        "d": In("[1, inf)", cap=100_000),
+        "d_k": In("[1, inf)", cap=100_000),
+        "noise": In("[0, inf)"),
+        "target": OneOf("sine", "ridge", "bump", "linear", "radial", "zero"),
+        "reps": In("[1, inf)", cap=100_000),
+        "queries": In("[1, inf)", cap=100_000),
+        "kernel": OneOf("dot", "gaussian"),
+    }
 
 
 def run(point: Point) -> Result:

@@ -38,6 +38,7 @@ import numpy as np
 from attnlab.claims.ensemble._common import device_name, setting_label, split, task_of
 from attnlab.core.geometry import diversity
 from attnlab.core.stats import mean_ci
+from attnlab.engine.params import In, Items, OneOf
 from attnlab.engine.protocol import Claim, Control, Grid, Point, Result, Row, Verdict
 from attnlab.ensemble.layouts import projection_layout
 from attnlab.ensemble.training import kept_path_slope, train_projections
@@ -59,6 +60,27 @@ class Params:
     patience: int = 40  # early-stopping patience (steps)
     kernel: str = "gaussian"  # NW kernel
     checkpoint_every: int = 10  # Adam steps between two recorded points of the HDI path
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "setting": Items(
+            In("[1, inf)", cap=100_000),
+            In("[1, inf)", cap=256),
+            In("[1, inf)", cap=100_000),
+            OneOf("sine", "ridge", "bump", "linear", "radial", "zero"),
+            In("[0, inf)"),
+            In("[2, inf)", cap=10_000_000),
+            In("(0, inf)"),
+        ),
+        "init": OneOf("random", "orthogonal", "shared", "controlled"),
+        "penalty": In("[0, inf)"),
+        "objective": OneOf("loo", "holdout"),
+        "steps": In("[1, inf)", cap=1_000_000),
+        "lr": In("(0, 10]"),
+        "val_fraction": In("(0, 1)"),
+        "patience": In("[1, inf)"),
+        "kernel": OneOf("dot", "gaussian"),
+        "checkpoint_every": In("[1, inf)"),
+    }
 
 
 def run(point: Point) -> Result:

@@ -27,6 +27,7 @@ import numpy as np
 from attnlab.claims.ensemble._common import device_name, split, task_of
 from attnlab.core.seeding import derive_seed
 from attnlab.core.stats import spearman
+from attnlab.engine.params import In, Items, OneOf
 from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
 from attnlab.ensemble.sweeps import controlled_overlap_sweep
 
@@ -48,6 +49,21 @@ class Params:
     reps: int = 200  # Monte Carlo replications of the training sample
     queries: int = 150  # integration points
     angles: tuple[float, ...] = ANGLES  # pairwise principal angles φ (degrees), ascending, 0 and 90 included
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "setting": Items(
+            In("[1, inf)", cap=100_000),
+            In("[1, inf)", cap=256),
+            In("[1, inf)", cap=100_000),
+            OneOf("sine", "ridge", "bump", "linear", "radial", "zero"),
+            In("[0, inf)"),
+            In("[2, inf)", cap=10_000_000),
+            In("(0, inf)"),
+        ),
+        "reps": In("[1, inf)", cap=100_000),
+        "queries": In("[1, inf)", cap=100_000),
+        "angles": In("[0, 90]"),
+    }
 
 
 def run(point: Point) -> Result:

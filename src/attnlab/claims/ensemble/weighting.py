@@ -22,6 +22,7 @@ import numpy as np
 
 from attnlab.claims.ensemble._common import device_name, split
 from attnlab.core.stats import local_slopes, loglog_slope
+from attnlab.engine.params import In, OneOf
 from attnlab.engine.protocol import Claim, Control, Grid, Point, Result, Row, Verdict
 from attnlab.ensemble.data import RegressionTask
 from attnlab.ensemble.decomposition import monte_carlo_predictions
@@ -46,6 +47,20 @@ class Params:
     queries: int = 200  # integration points
     target: str = "sine"  # regression target (its relevant coordinate is the first)
     order: str = "best-first"  # heads sorted "best-first" (as the theorem has them) or "reversed"
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "n": In("[2, inf)", cap=10_000_000),
+        "d": In("[1, inf)", cap=100_000),
+        "noise": In("[0, inf)"),
+        "kappas": In("(0, inf)"),
+        "s0": In("(0, inf)"),
+        "n0": In("(0, inf)"),
+        "rho": In("(0, 1]"),
+        "reps": In("[1, inf)", cap=100_000),
+        "queries": In("[1, inf)", cap=100_000),
+        "target": OneOf("sine", "ridge", "bump", "linear", "radial", "zero"),
+        "order": OneOf("best-first", "reversed"),
+    }
 
 
 def run(point: Point) -> Result:

@@ -28,6 +28,7 @@ import numpy as np
 from attnlab.claims.flow._common import device_name, ok_rows
 from attnlab.core.stats import spearman
 from attnlab.dynamics import critical_deltas, init
+from attnlab.engine.params import In
 from attnlab.engine.protocol import (
     NO_PERTURBATION,
     Claim,
@@ -56,6 +57,17 @@ class Params:
     deltas: list[float] = field(default_factory=lambda: list(DELTAS))  # δ grid (0 first), ‖M_h‖_op = 1
     value_size: float = 0.0  # ‖V_h − M_h‖_op/‖M_h‖_op (0: the theorem's V_h = M_h)
     stability: float = 10.0  # largest allowed ratio max c / min c across draws and n
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "heads": In("[1, inf)", cap=256),
+        "d": In("[1, inf)", cap=100_000),
+        "n": In("[2, inf)", cap=100_000),
+        "beta": In("(0, inf)"),
+        "batch": In("[1, inf)", cap=100_000),
+        "deltas": In("[0, inf)"),
+        "value_size": In("[0, inf)"),
+        "stability": In("[1, inf)"),
+    }
 
 
 def run(point: Point) -> Result:

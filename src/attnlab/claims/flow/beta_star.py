@@ -30,6 +30,7 @@ import numpy as np
 from attnlab.claims.flow._common import device_name, ok_rows
 from attnlab.dynamics import Heads, init, radial_scan
 from attnlab.dynamics import theory as T
+from attnlab.engine.params import In
 from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
 
 __all__ = ["CLAIM", "Params", "run", "verdict"]
@@ -50,6 +51,16 @@ class Params:
     draws: int = 256  # token states (form3-scan, onset)
     betas: list[float] = field(default_factory=lambda: list(BETAS_Q))  # β grid (onset)
     beta_ratios: list[float] = field(default_factory=lambda: list(RATIOS))  # β/β* grid (form3-scan)
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "heads": In("[1, inf)", cap=256),
+        "n": In("[2, inf)", cap=100_000),
+        "d": In("[1, inf)", cap=100_000),
+        "strength": In("(0, inf)"),
+        "draws": In("[1, inf)", cap=100_000),
+        "betas": In("(0, inf)"),
+        "beta_ratios": In("(0, inf)"),
+    }
 
 
 def run(point: Point) -> Result:

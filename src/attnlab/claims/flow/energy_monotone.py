@@ -23,6 +23,7 @@ import numpy as np
 
 from attnlab.claims.flow._common import device_name, ok_rows
 from attnlab.dynamics import Heads, energy_identity, init, trajectory_states
+from attnlab.engine.params import In
 from attnlab.engine.protocol import (
     NO_PERTURBATION,
     Claim,
@@ -51,6 +52,18 @@ class Params:
     combine: Literal["sum", "mean"] = "sum"  # heads summed or averaged
     dt: float = 0.05  # RK4 step
     value_size: float = 0.0  # ||V_h − M_h||_op/||M_h||_op (0: the theorem's V_h = M_h)
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "heads": In("[1, inf)", cap=256),
+        "n": In("[2, inf)", cap=100_000),
+        "d": In("[1, inf)", cap=100_000),
+        "beta": In("(0, inf)"),
+        "t1": In("(0, inf)", cap=1_000),
+        "states": In("[1, inf)", cap=100_000),
+        "batch": In("[1, inf)", cap=100_000),
+        "dt": In("[0.0001, 1]", why="RK4 step; smaller steps cost more than one point may"),
+        "value_size": In("[0, inf)"),
+    }
 
 
 def run(point: Point) -> Result:

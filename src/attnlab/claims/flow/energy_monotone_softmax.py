@@ -25,6 +25,7 @@ import torch
 
 from attnlab.claims.flow._common import device_name, ok_rows
 from attnlab.dynamics import Heads, Record, init, simulate
+from attnlab.engine.params import In
 from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
 
 __all__ = ["CLAIM", "Params", "run", "softmax_table", "verdict"]
@@ -47,6 +48,19 @@ class Params:
     head_draws: int = 4  # fresh random symmetric heads per point
     dt: float = 0.1  # RK4 step
     euler_dt: float = 0.1  # Euler+normalise step for the published-code statistic (0: skip it)
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "heads": In("[1, inf)", cap=256),
+        "n": In("[2, inf)", cap=100_000),
+        "d": In("[1, inf)", cap=100_000),
+        "beta": In("(0, inf)"),
+        "t1": In("(0, inf)", cap=1_000),
+        "states": In("[1, inf)", cap=100_000),
+        "batch": In("[1, inf)", cap=100_000),
+        "head_draws": In("[1, inf)", cap=10_000),
+        "dt": In("[0.0001, 1]", why="RK4 step; smaller steps cost more than one point may"),
+        "euler_dt": In("[0, 1]"),
+    }
 
 
 def run(point: Point) -> Result:

@@ -26,6 +26,7 @@ import torch
 
 from attnlab.claims.flow._common import device_name, ok_rows
 from attnlab.dynamics import Heads, Record, entropy, entropy_identity, init, simulate, trajectory_states
+from attnlab.engine.params import In
 from attnlab.engine.protocol import (
     NO_PERTURBATION,
     Claim,
@@ -61,6 +62,23 @@ class Params:
     drop_tol: float = 1e-3  # a fall counts when the mean entropy drops by more than drop_tol·log n
     gap_tol: float = 0.05  # "reaches log n": final mean entropy ≥ (1 − gap_tol) log n
     max_fall_fraction: float = 0.05  # largest fraction of falling trajectories for "rises"
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "beta": In("(0, inf)"),
+        "heads": In("[1, inf)", cap=256),
+        "n": In("[2, inf)", cap=100_000),
+        "d": In("[1, inf)", cap=100_000),
+        "strength": In("(0, inf)"),
+        "spread": In("(0, inf)"),
+        "t1": In("(0, inf)", cap=1_000),
+        "every": In("(0, inf)"),
+        "dt": In("[0.0001, 1]", why="RK4 step; smaller steps cost more than one point may"),
+        "states": In("[1, inf)", cap=100_000),
+        "batch": In("[1, inf)", cap=100_000),
+        "drop_tol": In("(0, 1)"),
+        "gap_tol": In("(0, 1)"),
+        "max_fall_fraction": In("[0, 1]"),
+    }
 
 
 def _start(p: Params, point: Point) -> tuple[torch.Tensor, int]:

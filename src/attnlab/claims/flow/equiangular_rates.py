@@ -34,6 +34,7 @@ from attnlab.dynamics import (
     superadditivity_sample,
 )
 from attnlab.dynamics import theory as T
+from attnlab.engine.params import In
 from attnlab.engine.protocol import (
     NO_PERTURBATION,
     Claim,
@@ -65,6 +66,20 @@ class Params:
     spread: float = 4.0  # strengths drawn on [0.05, spread·λ_c] (superadditivity)
     local_spread: float = 1e-3  # relative symmetric spread around each mean (local)
     local_ratios: list[float] = field(default_factory=lambda: list(LOCAL_RATIOS))  # means λ̄/λ_c (local)
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "strengths": In("(0, inf)", length="[1, 64]"),
+        "n": In("[2, inf)", cap=100_000),
+        "beta": In("(0, inf)"),
+        "t1": In("(0, inf)", cap=1_000),
+        "dt": In("[0.0001, 1]", why="RK4 step; smaller steps cost more than one point may"),
+        "records": In("[1, inf)", cap=100_000),
+        "heads": In("[1, inf)", cap=256),
+        "samples": In("[1, inf)", cap=10_000_000),
+        "spread": In("(0, inf)"),
+        "local_spread": In("(0, 1)"),
+        "local_ratios": In("(0, inf)"),
+    }
 
 
 def run(point: Point) -> Result:

@@ -21,6 +21,7 @@ import numpy as np
 from attnlab.claims.flow._common import device_name, ok_rows
 from attnlab.dynamics import Heads, Record, init, simulate
 from attnlab.dynamics import theory as T
+from attnlab.engine.params import In
 from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
 
 __all__ = ["CLAIM", "Params", "run", "verdict"]
@@ -38,6 +39,19 @@ class Params:
     eps_lo: float = 1e-7  # the ε window where C is read off
     eps_hi: float = 1e-4
     tol: float = 0.005  # relative tolerance on C (O(ε_hi) bias and RK4 error are ~1e-4)
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "strengths": In("(0, inf)", length="[1, 64]"),
+        "n": In("[2, inf)", cap=100_000),
+        "beta": In("(0, inf)"),
+        "gamma0": In("(-1, 1)"),
+        "t1": In("(0, inf)", cap=1_000),
+        "dt": In("[0.0001, 1]", why="RK4 step; smaller steps cost more than one point may"),
+        "records": In("[1, inf)", cap=100_000),
+        "eps_lo": In("(0, 1)"),
+        "eps_hi": In("(0, 1)"),
+        "tol": In("(0, 1)"),
+    }
 
 
 def run(point: Point) -> Result:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from attnlab.claims.flow._common import device_name, ok_rows
 from attnlab.dynamics import Heads, init, radial_invariance
+from attnlab.engine.params import In
 from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
 
 __all__ = ["CLAIM", "Params", "run", "verdict"]
@@ -35,6 +36,18 @@ class Params:
     t1: float = 10.0  # trajectory length
     every: float = 0.25  # time between recorded states
     dt: float = 0.05  # RK4 step
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "heads": In("[1, inf)", cap=256),
+        "n": In("[2, inf)", cap=100_000),
+        "d": In("[1, inf)", cap=100_000),
+        "beta": In("(0, inf)"),
+        "batch": In("[1, inf)", cap=100_000),
+        "head_draws": In("[1, inf)", cap=10_000),
+        "t1": In("(0, inf)", cap=1_000),
+        "every": In("(0, inf)"),
+        "dt": In("[0.0001, 1]", why="RK4 step; smaller steps cost more than one point may"),
+    }
 
 
 def run(point: Point) -> Result:

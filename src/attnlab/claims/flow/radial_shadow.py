@@ -19,6 +19,7 @@ from typing import Literal
 
 from attnlab.claims.flow._common import device_name, ok_rows
 from attnlab.dynamics import shadow_counts
+from attnlab.engine.params import In
 from attnlab.engine.protocol import (
     NO_PERTURBATION,
     Claim,
@@ -48,6 +49,17 @@ class Params:
     ns: list[int] = field(default_factory=lambda: [8, 16, 64])  # token counts of the scan
     ds: list[int] = field(default_factory=lambda: [2, 4, 8, 32])  # dimensions of the scan
     orthogonal: bool = True  # heads on mutually orthogonal subspaces (False: opposed heads M_h = ±M)
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "beta": In("(0, inf)"),
+        "heads": In("[1, inf)", cap=256),
+        "d": In("[1, inf)", cap=100_000),
+        "n": In("[2, inf)", cap=100_000),
+        "batch": In("[1, inf)", cap=100_000),
+        "head_draws": In("[1, inf)", cap=10_000),
+        "ns": In("[2, inf)", cap=100_000),
+        "ds": In("[1, inf)", cap=100_000),
+    }
 
 
 def run(point: Point) -> Result:

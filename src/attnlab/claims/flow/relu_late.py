@@ -19,6 +19,7 @@ from typing import Literal
 
 from attnlab.claims.flow._common import device_name, ok_rows
 from attnlab.dynamics import Heads, Record, init, late_rate_fit, simulate
+from attnlab.engine.params import In
 from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
 
 __all__ = ["CLAIM", "Params", "run", "verdict"]
@@ -36,6 +37,18 @@ class Params:
     records: int = 400  # recorded intervals
     eps_lo: float = 1e-8  # the ε window of the late-rate fit
     eps_hi: float = 1e-4
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "beta": In("(0, inf)"),
+        "strength": In("(0, inf)"),
+        "n": In("[2, inf)", cap=100_000),
+        "gamma0": In("(-1, 1)"),
+        "t1": In("(0, inf)", cap=1_000),
+        "dt": In("[0.0001, 1]", why="RK4 step; smaller steps cost more than one point may"),
+        "records": In("[1, inf)", cap=100_000),
+        "eps_lo": In("(0, 1)"),
+        "eps_hi": In("(0, 1)"),
+    }
 
 
 def run(point: Point) -> Result:

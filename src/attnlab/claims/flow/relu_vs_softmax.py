@@ -30,6 +30,7 @@ from attnlab.claims.flow._common import device_name, ok_rows
 from attnlab.core.stats import linear_slope, loglog_slope
 from attnlab.dynamics import Heads, Record, crossing_time, gamma_rate, init, simulate, velocity
 from attnlab.dynamics import theory as T
+from attnlab.engine.params import In
 from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
 
 __all__ = ["CLAIM", "Params", "run", "verdict"]
@@ -53,6 +54,23 @@ class Params:
     records: int = 400  # recorded intervals (times)
     ns: list[int] = field(default_factory=lambda: [32, 128, 512, 2048, 8192])  # token counts (linearised)
     ds: list[int] = field(default_factory=lambda: [16, 64, 256, 1024, 4096])  # dimensions (linearised)
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "n": In("[2, inf)", cap=100_000),
+        "d": In("[1, inf)", cap=100_000),
+        "batch": In("[1, inf)", cap=100_000),
+        "beta": In("(0, inf)"),
+        "strength": In("(0, inf)"),
+        "d_min": In("[1, inf)"),
+        "target": In("(0, 1)"),
+        "c_linear": In("(0, inf)"),
+        "t1_min": In("(0, inf)", cap=1_000),
+        "t1_factor": In("(0, inf)", cap=1_000),
+        "dt": In("[0.0001, 1]", why="RK4 step; smaller steps cost more than one point may"),
+        "records": In("[1, inf)", cap=100_000),
+        "ns": In("[2, inf)", cap=100_000),
+        "ds": In("[1, inf)", cap=100_000),
+    }
 
 
 def _predicted_force(p: Params) -> float:

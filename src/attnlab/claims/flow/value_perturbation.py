@@ -31,6 +31,7 @@ import torch
 
 from attnlab.claims.flow._common import device_name, ok_rows
 from attnlab.dynamics import Heads, Record, init, perturbation_split, simulate
+from attnlab.engine.params import In
 from attnlab.engine.protocol import (
     NO_PERTURBATION,
     Claim,
@@ -60,6 +61,20 @@ class Params:
     batch: int = 32  # token configurations per head draw
     head_draws: int = 2  # random heads (and perturbations) per point
     dt: float = 0.05  # RK4 step
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "size": In("[0, inf)"),
+        "heads": In("[1, inf)", cap=256),
+        "n": In("[2, inf)", cap=100_000),
+        "d": In("[1, inf)", cap=100_000),
+        "beta": In("(0, inf)"),
+        "t1": In("(0, inf)", cap=1_000),
+        "every": In("(0, inf)"),
+        "windows": In("(0, inf)"),
+        "batch": In("[1, inf)", cap=100_000),
+        "head_draws": In("[1, inf)", cap=10_000),
+        "dt": In("[0.0001, 1]", why="RK4 step; smaller steps cost more than one point may"),
+    }
 
 
 def run(point: Point) -> Result:

@@ -29,6 +29,7 @@ from typing import Literal
 import numpy as np
 
 from attnlab.claims.highdim._common import PAPER, device_name, ok_rows, setting
+from attnlab.engine.params import In, OneOf
 from attnlab.engine.protocol import (
     NO_PERTURBATION,
     Claim,
@@ -63,6 +64,23 @@ class Params:
     dtype: str = "float32"  # precision of the data and logits (sums in float64)
     max_steps: int = 3000  # optimiser step cap
     rtol: float = 1e-9  # stopping tolerance (TrainConfig.rtol)
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "alpha": In("(0, inf)", cap=1_000),
+        "d": In("[2, inf)", cap=100_000),
+        "gamma": In("(0, inf)"),
+        "noise": In("[0, inf)"),
+        "lam": In("[0, inf)"),
+        "kappa0": In("(0, 1]"),
+        "tokens": In("[2, inf)", cap=1_000),
+        "nodes": In("[2, inf)", cap=1_000_000),
+        "draws": In("[1, inf)", cap=100_000),
+        "n_test": In("[1, inf)", cap=1_000_000),
+        "optimizer": OneOf("lbfgs", "adam"),
+        "dtype": OneOf("float32", "float64"),
+        "max_steps": In("[1, inf)", cap=1_000_000),
+        "rtol": In("(0, 1)"),
+    }
 
 
 def _errors(S, k: int, edge: float, test, gen) -> list[float]:

@@ -35,6 +35,7 @@ from typing import Literal
 import numpy as np
 
 from attnlab.claims.highdim._common import PAPER, device_name, ok_rows, setting
+from attnlab.engine.params import In, OneOf
 from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
 
 __all__ = ["CLAIM", "CLAIMS", "Params", "run", "verdict"]
@@ -55,6 +56,21 @@ class Params:
     dtype: str = "float32"  # precision of the data and logits (sums in float64)
     max_steps: int = 3000  # optimiser step cap
     rtol: float = 1e-9  # stopping tolerance (TrainConfig.rtol)
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "d": In("[2, inf)", cap=100_000),
+        "alpha": In("(0, inf)", cap=1_000),
+        "lam": In("[0, inf)"),
+        "kappa0": In("(0, 1]"),
+        "noise": In("[0, inf)"),
+        "tokens": In("[2, inf)", cap=1_000),
+        "nodes": In("[2, inf)", cap=1_000_000),
+        "cut": In("[0, inf)"),
+        "optimizer": OneOf("lbfgs", "adam"),
+        "dtype": OneOf("float32", "float64"),
+        "max_steps": In("[1, inf)", cap=1_000_000),
+        "rtol": In("(0, 1)"),
+    }
 
 
 def train_config(p: Params):

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from attnlab.engine.params import In
 from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
 
 __all__ = ["CLAIM", "Params", "decide", "run", "verdict"]
@@ -33,6 +34,10 @@ class Params:
     text: bool = True  # run the model on bundled sentences for the token-level diagnostics
     sentences: int = 6  # how many bundled sentences
     dtype: Literal["float32", "float64"] = "float64"  # precision of the weight diagnostics
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "sentences": In("[1, inf)", cap=10_000),
+    }
 
 
 _Z_CUT = -3.0

@@ -22,6 +22,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from attnlab.engine.params import In
 from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
 
 __all__ = ["CLAIM", "Params", "run", "verdict"]
@@ -34,6 +35,12 @@ class Params:
     band_hi: float = 85.0
     null_pairs: int = 400  # random subspace pairs of the same shapes for the null
     dtype: Literal["float32", "float64"] = "float64"  # precision of the angle computation
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "band_lo": In("[0, 90]"),
+        "band_hi": In("[0, 90]"),
+        "null_pairs": In("[1, inf)", cap=1_000_000),
+    }
 
 
 def _angles(W: torch.Tensor) -> np.ndarray:

@@ -33,6 +33,7 @@ from typing import Any, Literal
 import numpy as np
 
 from attnlab.core.seeding import derive_seed
+from attnlab.engine.params import In
 from attnlab.engine.protocol import (
     NO_PERTURBATION,
     Claim,
@@ -72,6 +73,23 @@ class Params:
     nw_target: Literal["sine", "ridge", "bump", "linear"] = "sine"  # its regression function
     nw_noise: float = 0.1  # its label-noise sd
     null_samples: int = 32  # Monte Carlo draws of each data-metric null
+
+    DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
+        "n_layers": In("[1, inf)", cap=64),
+        "n_heads": In("[1, inf)", cap=256),
+        "d_model": In("[1, inf)", cap=100_000),
+        "seq_len": In("[2, inf)", cap=100_000),
+        "steps": In("[1, inf)", cap=1_000_000),
+        "batch_size": In("[1, inf)", cap=100_000),
+        "lr": In("(0, 10]"),
+        "warmup": In("[0, inf)"),
+        "weight_decay": In("[0, inf)"),
+        "ortho_penalty": In("(-inf, inf)"),  # < 0 pulls the heads together (a control)
+        "records": In("[1, inf)", cap=100_000),
+        "nw_dim": In("[1, inf)", cap=10_000),
+        "nw_noise": In("[0, inf)"),
+        "null_samples": In("[1, inf)", cap=100_000),
+    }
 
 
 def _keys() -> list[str]:
