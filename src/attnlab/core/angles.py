@@ -15,7 +15,7 @@ import torch
 
 from attnlab.core.validation import check_real, check_tensor
 
-__all__ = ["orthonormal_basis", "principal_angles"]
+__all__ = ["bases", "bases_sv", "head_pairs", "orthonormal_basis", "pairwise_angles", "principal_angles"]
 
 _DT = torch.float64
 _PAIR_CHUNK_ELEMS = 1 << 23  # at most ~8M float64 (64 MiB) in one batched pair computation
@@ -26,14 +26,14 @@ def _default_rtol(W: torch.Tensor) -> float:
     return max(W.shape[-2], W.shape[-1]) * eps
 
 
-def _bases(W: torch.Tensor, rtol: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+def bases(W: torch.Tensor, rtol: float | None) -> tuple[torch.Tensor, torch.Tensor]:
     """Batched orthonormal bases: U (H, d, m) with columns beyond each rank zeroed, ranks (H,)."""
-    U, _, ranks = _bases_sv(W, rtol)
+    U, _, ranks = bases_sv(W, rtol)
     return U, ranks
 
 
-def _bases_sv(W: torch.Tensor, rtol: float | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """:func:`_bases` plus the singular values S (H, m) of each head."""
+def bases_sv(W: torch.Tensor, rtol: float | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`bases` plus the singular values S (H, m) of each head."""
     tol = _default_rtol(W) if rtol is None else rtol
     U, S, _ = torch.linalg.svd(W.to(_DT), full_matrices=False)  # U (H, d, m), S (H, m), m = min(d, k)
     smax = S[..., :1]  # (H, 1)
@@ -69,7 +69,7 @@ def orthonormal_basis(W: torch.Tensor, rtol: float | None = None) -> tuple[torch
         check_real("rtol", rtol, min=0.0, max=1.0, max_open=True)
     if W.numel() == 0:
         raise ValueError(f"W: expected a non-empty (d, k) matrix, got shape {tuple(W.shape)}")
-    U, ranks = _bases(W.unsqueeze(0), rtol)
+    U, ranks = bases(W.unsqueeze(0), rtol)
     r = int(ranks[0])
     if r == 0:
         raise ValueError("W: expected a matrix of rank >= 1, got a zero matrix")
@@ -130,12 +130,13 @@ def principal_angles(A: torch.Tensor, B: torch.Tensor, rtol: float | None = None
     return th[0, :rb]
 
 
-def _pairs(H: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def head_pairs(H: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Indices ``(i, j)`` of every pair of heads ``i < j`` (row-major upper triangle), each (P,)."""
     iu = torch.triu_indices(H, H, offset=1, device=device)  # (2, P)
     return iu[0], iu[1]
 
 
-def _pairwise_angles(U: torch.Tensor, ranks: torch.Tensor, gram: torch.Tensor | None = None) -> torch.Tensor:
+def pairwise_angles(U: torch.Tensor, ranks: torch.Tensor, gram: torch.Tensor | None = None) -> torch.Tensor:
     """All pairwise principal angles (radians) of padded bases U (H, d, k): (P, k), nan-padded.
 
     With ``gram`` ``(H, k, H, k)`` (blocks ``U_hᵀ U_h'``, already computed for the overlaps) the
@@ -143,7 +144,7 @@ def _pairwise_angles(U: torch.Tensor, ranks: torch.Tensor, gram: torch.Tensor | 
     made for the pairs that have an angle below 45° (where cosines lose accuracy).
     """
     H, d, k = U.shape
-    i, j = _pairs(H, U.device)
+    i, j = head_pairs(H, U.device)
     swap = ranks[i] < ranks[j]  # make A the larger-rank member of each pair
     a = torch.where(swap, j, i)
     b = torch.where(swap, i, j)

@@ -45,14 +45,14 @@ from dataclasses import dataclass
 import torch
 
 from attnlab.core.angles import (
-    _bases,
-    _bases_sv,
-    _pairs,
-    _pairwise_angles,
+    bases,
+    bases_sv,
+    head_pairs,
     orthonormal_basis,
+    pairwise_angles,
     principal_angles,
 )
-from attnlab.core.nulls import _null_from_ranks, hdi_ceiling, null_hdi, null_principal_angles, weight_null_hdi
+from attnlab.core.nulls import hdi_ceiling, null_from_ranks, null_hdi, null_principal_angles, weight_null_hdi
 from attnlab.core.raw_null import raw_null_hdi
 from attnlab.core.validation import check_choice, check_real, check_tensor
 
@@ -136,7 +136,7 @@ def overlap_matrix(W: torch.Tensor, form: str = "subspace", rtol: float | None =
     if rtol is not None:
         check_real("rtol", rtol, min=0.0, max=1.0, max_open=True)
     if form == "subspace":
-        U, ranks = _bases(W, rtol)
+        U, ranks = bases(W, rtol)
         _check_ranks(ranks)
         return _subspace_overlap(U, ranks)
     W64 = W.to(_DT)
@@ -272,7 +272,7 @@ def _diversity(
     W: torch.Tensor, form: str, rtol: float | None, weight: bool
 ) -> tuple[Diversity, torch.Tensor | None]:
     H, d, _ = W.shape
-    U, S, ranks_t = _bases_sv(W, rtol)
+    U, S, ranks_t = bases_sv(W, rtol)
     _check_ranks(ranks_t)
     gram = _block_gram(U)  # (H, k, H, k) shared by the overlaps and the angles
     wov = None
@@ -286,7 +286,7 @@ def _diversity(
         ov = _subspace_overlap(U, ranks_t, gram)
     else:
         ov = overlap_matrix(W, form)
-    i, j = _pairs(H, ov.device)
+    i, j = head_pairs(H, ov.device)
     hdi = 1.0 - float(ov[i, j].mean())
     if form != "raw":
         hdi = min(1.0, max(0.0, hdi))  # bounded forms: clip rounding (~1e-15) back into [0, 1]
@@ -297,10 +297,10 @@ def _diversity(
     elif form == "weight":  # i.i.d. Gaussian weights of the same shape (nulls.weight_null_hdi)
         null_m, null_sd = weight_null_hdi(d, k, H) if 2 <= d and k <= d else (math.nan, math.nan)
     else:
-        null_m, null_sd = _null_from_ranks(d, ranks)
+        null_m, null_sd = null_from_ranks(d, ranks)
     z = (hdi - null_m) / null_sd if null_sd > 0 else math.nan
     kmax = max(ranks)
-    theta = _pairwise_angles(U[:, :, :kmax], ranks_t, gram[:, :kmax, :, :kmax])  # (P, kmax) radians
+    theta = pairwise_angles(U[:, :, :kmax], ranks_t, gram[:, :kmax, :, :kmax])  # (P, kmax) radians
     angles = torch.rad2deg(theta)
     fin = angles[~torch.isnan(angles)]
     mean_angle = float(fin.mean()) if fin.numel() else math.nan

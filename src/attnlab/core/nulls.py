@@ -26,6 +26,7 @@ from attnlab.core.validation import check_choice, check_int
 __all__ = [
     "NULL_KINDS",
     "hdi_ceiling",
+    "null_from_ranks",
     "null_hdi",
     "null_principal_angles",
     "shape_moments",
@@ -37,7 +38,7 @@ _DT = torch.float64
 NULL_KINDS = ("gaussian", "product")
 
 
-def _null_from_ranks(d: int, ranks: Sequence[int]) -> tuple[float, float]:
+def null_from_ranks(d: int, ranks: Sequence[int]) -> tuple[float, float]:
     """Mean and sd of the subspace-form HDI for independent uniform subspaces of given ranks.
 
     Pair (h, h'): ``E‖U_hᵀU_h'‖² = r r'/d`` and ``Var = 2 r r'(d−r)(d−r')/(d²(d−1)(d+2))``;
@@ -86,7 +87,7 @@ def null_hdi(d: int, k: int, H: int) -> tuple[float, float]:
     d = check_int("d", d, min=1)
     k = check_int("k", k, min=1, max=d)
     H = check_int("H", H, min=2)
-    return _null_from_ranks(d, [k] * H)
+    return null_from_ranks(d, [k] * H)
 
 
 def null_principal_angles(
