@@ -238,6 +238,13 @@ def build_family(name: str, seed: int = 0, rope: dict | None = None) -> torch.nn
     return model.float().eval()
 
 
+FAMILY_CONFIGS["qwen3_moe"] = (
+    "qwen3_moe",
+    {**_GQA, "head_dim": 12, "num_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 16},
+    12,
+)
+
+
 #: name -> (model_type, config kwargs, transformers class, input kind, sequence length)
 ENCODER_CONFIGS: dict[str, tuple[str, dict, str, str, int]] = {
     "gpt_neox": ("gpt_neox", {**_BASE, "rotary_pct": 0.5, "attention_bias": True}, "AutoModel", "ids", 12),
@@ -350,9 +357,23 @@ ENCODER_CONFIGS["falcon-mha"] = ("falcon", {**_FALCON, "multi_query": False}, "A
 
 def build_encoder(name: str, seed: int = 0) -> tuple[torch.nn.Module, dict]:
     """A tiny float32 model of ``ENCODER_CONFIGS[name]`` and its inputs (batch 2)."""
-    torch.manual_seed(seed)
     mt, kw, cls, kind, n = ENCODER_CONFIGS[name]
+    return _build(mt, kw, cls, kind, n, seed)
+
+
+def _build(
+    mt: str, kw: dict, cls: str, kind: str, n: int, seed: int, rope: dict | None = None
+) -> tuple[torch.nn.Module, dict]:
+    torch.manual_seed(seed)
     cfg = transformers.AutoConfig.for_model(mt, vocab_size=40, **kw)
+    cfg._experts_implementation = "eager"  # mixture-of-experts layers in float64 (no grouped matmul)
+    if rope is not None:  # merged into the config's own (flat, or nested per layer type)
+        rp = dict(cfg.rope_parameters)
+        if all(isinstance(v, dict) for v in rp.values()):
+            rp = {t: {**v, **rope.get(t, rope)} for t, v in rp.items()}
+        else:
+            rp.update(rope)
+        cfg.rope_parameters = rp
     for key in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
         if key in kw:  # some configs reset special ids in __init__
             setattr(cfg, key, kw[key])
@@ -371,3 +392,139 @@ def build_encoder(name: str, seed: int = 0) -> tuple[torch.nn.Module, dict]:
             "decoder_input_ids": torch.randint(3, 40, (2, 2), generator=g),
         }
     return model.float().eval(), inputs
+
+
+# ------------------------------------------------------------------------------------------------
+# the config-flag matrix: every attention-relevant config field at a non-default value
+
+_LINEAR_ROPE = {"rope_type": "linear", "factor": 2.0, "rope_theta": 50.0}
+
+#: "family/field=value" -> (base name in FAMILY_CONFIGS or ENCODER_CONFIGS, config overrides).
+#: ``rope_parameters`` overrides are merged into the base config's own (partial factors kept).
+FLAG_VARIANTS: dict[str, tuple[str, dict]] = {
+    "llama/attention_bias=False": ("llama", {"attention_bias": False}),
+    "llama/head_dim=12": ("llama", {"head_dim": 12}),
+    "llama/rope_parameters=linear": ("llama", {"rope_parameters": _LINEAR_ROPE}),
+    "llama/max_position_embeddings=8": (
+        "llama",
+        {"max_position_embeddings": 8, "rope_parameters": {"rope_type": "dynamic", "factor": 2.0}},
+    ),
+    "mistral/sliding_window=None": ("mistral-window", {"sliding_window": None}),
+    "mistral/sliding_window=3": ("mistral-window", {"sliding_window": 3}),
+    "mistral/rope_parameters=linear": ("mistral-window", {"rope_parameters": _LINEAR_ROPE}),
+    "mixtral/sliding_window=3": ("mixtral", {"sliding_window": 3}),
+    "qwen2/layer_types": (
+        "qwen2-window",
+        {"layer_types": ["sliding_attention", "full_attention"], "sliding_window": 3},
+    ),
+    "qwen2/use_sliding_window=False": ("qwen2-window", {"use_sliding_window": False}),
+    "qwen2/rope_parameters=linear": ("qwen2-window", {"rope_parameters": _LINEAR_ROPE}),
+    "qwen3/attention_bias=True": ("qwen3", {"attention_bias": True}),
+    "qwen3/rms_norm_eps=0.5": ("qwen3", {"rms_norm_eps": 0.5}),
+    "qwen3/sliding_window=3": (
+        "qwen3",
+        {"use_sliding_window": True, "sliding_window": 3, "max_window_layers": 1},
+    ),
+    "qwen3/layer_types": (
+        "qwen3",
+        {
+            "use_sliding_window": True,
+            "layer_types": ["sliding_attention", "full_attention"],
+            "sliding_window": 4,
+        },
+    ),
+    "qwen3_moe/attention_bias=True": ("qwen3_moe", {"attention_bias": True}),
+    "qwen3_moe/rms_norm_eps=0.5": ("qwen3_moe", {"rms_norm_eps": 0.5}),
+    "qwen3_moe/sliding_window=3": (
+        "qwen3_moe",
+        {"use_sliding_window": True, "sliding_window": 3, "max_window_layers": 1},
+    ),
+    "gemma/attention_bias=True": ("gemma", {"attention_bias": True}),
+    "gemma/use_bidirectional_attention=True": ("gemma", {"use_bidirectional_attention": True}),
+    "gemma2/attn_logit_softcapping=None": ("gemma2", {"attn_logit_softcapping": None}),
+    "gemma2/sliding_window=3": ("gemma2", {"sliding_window": 3}),
+    "gemma2/layer_types": ("gemma2", {"layer_types": ["full_attention", "sliding_attention"]}),
+    "gemma2/use_bidirectional_attention=True": ("gemma2", {"use_bidirectional_attention": True}),
+    "gemma2/attention_bias=True": ("gemma2", {"attention_bias": True}),
+    "gemma2/query_pre_attn_scalar=2": ("gemma2", {"query_pre_attn_scalar": 2}),
+    "gemma3_text/use_bidirectional_attention=True": ("gemma3_text", {"use_bidirectional_attention": True}),
+    "gemma3_text/attn_logit_softcapping=2.0": ("gemma3_text", {"attn_logit_softcapping": 2.0}),
+    "gemma3_text/rms_norm_eps=0.5": ("gemma3_text", {"rms_norm_eps": 0.5}),
+    "gemma3_text/layer_types": (
+        "gemma3_text",
+        {"layer_types": ["full_attention", "sliding_attention", "full_attention"]},
+    ),
+    "gemma3_text/rope_parameters=linear": ("gemma3_text", {"rope_parameters": _LINEAR_ROPE}),
+    "gemma3_text/attention_bias=True": ("gemma3_text", {"attention_bias": True}),
+    "olmo/attention_bias=True": ("olmo", {"attention_bias": True}),
+    "olmo2/attention_bias=True": ("olmo2", {"attention_bias": True}),
+    "olmo2/rms_norm_eps=0.5": ("olmo2", {"rms_norm_eps": 0.5}),
+    "granite/attention_bias=True": ("granite", {"attention_bias": True}),
+    "granite/attention_multiplier=2.0": ("granite", {"attention_multiplier": 2.0}),
+    "starcoder2/use_bias=False": ("starcoder2", {"use_bias": False}),
+    "starcoder2/sliding_window=None": ("starcoder2", {"sliding_window": None}),
+    "stablelm/qk_layernorm=False": ("stablelm", {"qk_layernorm": False}),
+    "stablelm/use_qkv_bias=False": ("stablelm", {"use_qkv_bias": False}),
+    "stablelm/layer_norm_eps=0.5": ("stablelm", {"layer_norm_eps": 0.5}),
+    "cohere/use_qk_norm=False": ("cohere", {"use_qk_norm": False}),
+    "cohere/attention_bias=True": ("cohere", {"attention_bias": True}),
+    "cohere/layer_norm_eps=0.5": ("cohere", {"layer_norm_eps": 0.5}),
+    "phi/qk_layernorm=True": ("phi", {"qk_layernorm": True}),
+    "phi/layer_norm_eps=0.5": ("phi", {"qk_layernorm": True, "layer_norm_eps": 0.5}),
+    "phi/num_key_value_heads=2": ("phi", {"num_key_value_heads": 2}),
+    "phi/rope_parameters=linear": ("phi", {"rope_parameters": _LINEAR_ROPE}),
+    "phi3/sliding_window=3": ("phi3", {"sliding_window": 3}),
+    "phi3/rope_parameters=theta": ("phi3", {"rope_parameters": {"rope_theta": 50.0}}),  # longrope only
+    "gptj/rotary_dim=2": ("gptj", {"rotary_dim": 2}),
+    "gpt_neo/window_size=3": ("gpt_neo", {"window_size": 3}),
+    "gpt_neo/attention_types": ("gpt_neo", {"attention_types": [[["local", "global"], 1]]}),
+    "opt/enable_bias=False": ("opt", {"enable_bias": False}),
+    "opt/do_layer_norm_before=False": ("opt", {"do_layer_norm_before": False}),
+    "modernbert/attention_bias=True": ("modernbert", {"attention_bias": True}),
+    "modernbert/local_attention=4": ("modernbert", {"local_attention": 4}),
+    "modernbert/layer_types": (
+        "modernbert",
+        {"layer_types": ["sliding_attention", "full_attention", "sliding_attention"]},
+    ),
+    "modernbert/rope_parameters=linear": ("modernbert", {"rope_parameters": _LINEAR_ROPE}),
+    "gpt_neox/attention_bias=False": ("gpt_neox", {"attention_bias": False}),
+    "gpt_neox/rope_parameters=linear": ("gpt_neox", {"rope_parameters": _LINEAR_ROPE}),
+    "gpt_bigcode/multi_query=False": ("gpt_bigcode", {"multi_query": False}),
+    "gpt_bigcode/scale_attn_weights=False": ("gpt_bigcode", {"scale_attn_weights": False}),
+    "gpt_bigcode/attention_softmax_in_fp32=False": (
+        "gpt_bigcode",
+        {"attention_softmax_in_fp32": False, "scale_attention_softmax_in_fp32": False},
+    ),
+    "falcon/bias=False": ("falcon-new", {"bias": False}),
+    "falcon/num_kv_heads=1": ("falcon-new", {"num_kv_heads": 1}),
+    "falcon/parallel_attn=False": ("falcon-mha", {"parallel_attn": False}),
+    "falcon/rope_parameters=linear": ("falcon-mq", {"rope_parameters": _LINEAR_ROPE}),
+    "electra/is_decoder=True": ("electra", {"is_decoder": True}),
+    "vit/qkv_bias=False": ("vit", {"qkv_bias": False}),
+    "t5/relative_attention_num_buckets=4": ("t5", {"relative_attention_num_buckets": 4}),
+    "t5/relative_attention_max_distance=6": ("t5", {"relative_attention_max_distance": 6}),
+}
+
+#: "family/field=value" -> (base, overrides, the message ``load`` and ``inspect`` give)
+REFUSED_VARIANTS: dict[str, tuple[str, dict, str]] = {
+    "olmo/clip_qkv=2.0": ("olmo", {"clip_qkv": 2.0}, r"config\.clip_qkv: expected none .* got 2\.0"),
+    "falcon/alibi=True": ("falcon-mha", {"alibi": True}, r"config\.alibi: expected false .* got true"),
+}
+
+
+def _base(name: str) -> tuple[str, dict, str, str, int]:
+    if name in FAMILY_CONFIGS:
+        mt, kw, n = FAMILY_CONFIGS[name]
+        return mt, kw, "AutoModel", "ids", n
+    return ENCODER_CONFIGS[name]
+
+
+def build_variant(name: str, seed: int = 0) -> tuple[torch.nn.Module, dict]:
+    """A tiny float64 model (eager attention) of ``FLAG_VARIANTS[name]`` (or ``REFUSED_VARIANTS``) and its
+    inputs (batch 2)."""
+    base, over = FLAG_VARIANTS[name] if name in FLAG_VARIANTS else REFUSED_VARIANTS[name][:2]  # type: ignore[misc]
+    mt, kw, cls, kind, n = _base(base)
+    rope = over.get("rope_parameters")
+    kw = {**kw, **{k: v for k, v in over.items() if k != "rope_parameters"}}
+    model, inputs = _build(mt, kw, cls, kind, n, seed, rope=rope)
+    return model.double().eval(), {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}

@@ -142,7 +142,10 @@ def layer_kinds(config: Mapping[str, Any], n_layers: int) -> list[str]:
         return [str(t) for t in lt]
     mt = cfg.get("model_type", default="")
     win = cfg.get("sliding_window", default=None)
-    if mt in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
+    if mt == "qwen3_moe":  # no max_window_layers: every layer slides when the window is used
+        use = bool(cfg.get("use_sliding_window", default=False)) and win is not None
+        return ["sliding_attention" if use else "full_attention"] * n_layers
+    if mt in ("qwen2", "qwen3", "qwen2_moe"):
         use = bool(cfg.get("use_sliding_window", default=False)) and win is not None
         first = int(cfg.get("max_window_layers", default=n_layers))
         return ["sliding_attention" if use and i >= first else "full_attention" for i in range(n_layers)]

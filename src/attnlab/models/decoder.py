@@ -29,7 +29,8 @@ Key map (per layer ``i``, under an optional prefix such as ``model.``; ``nn.Line
 |             |                                |                               | LayerNorm q/k (optional)    |
 | cohere      | layers.i.self_attn.            | same                          | interleaved RoPE, LayerNorm |
 |             |                                |                               | q/k (optional)              |
-| phi         | layers.i.self_attn.            | q_proj k_proj v_proj dense    | partial RoPE                |
+| phi         | layers.i.self_attn.            | q_proj k_proj v_proj dense    | partial RoPE, LayerNorm q/k |
+|             |                                |                               | shared by heads (optional)  |
 | phi3        | layers.i.self_attn.            | qkv_proj = [q; k; v], o_proj  | partial RoPE, longrope      |
 | gptj        | h.i.attn.                      | q_proj k_proj v_proj out_proj | interleaved partial RoPE    |
 | gpt_neo     | h.i.attn.attention.            | same as gptj                  | no score scale; local layers|
@@ -142,6 +143,16 @@ def _qk_norm(
         qw = torch.stack([w(f"q_layernorm.norms.{h}.weight", (k,)) for h in range(H)])
         kw = torch.stack([w(f"k_layernorm.norms.{h}.weight", (k,)) for h in range(Hk)])
         return QKNorm("layer", "head", qw, kw, eps)
+    if mt == "phi" and cfg.get("qk_layernorm", default=False):  # one LayerNorm (with bias) shared by heads
+        return QKNorm(
+            "layer",
+            "head",
+            w("q_layernorm.weight", (k,)),
+            w("k_layernorm.weight", (k,)),
+            eps,
+            w("q_layernorm.bias", (k,)),
+            w("k_layernorm.bias", (k,)),
+        )
     if mt == "cohere" and cfg.get("use_qk_norm", default=False):
         return QKNorm("layer", "head", w("q_norm.weight", (H, k)), w("k_norm.weight", (Hk, k)), eps)
     return None
@@ -169,7 +180,10 @@ def convert(
     p = find_prefix(state, template.format(i=0) + (nq + ".weight"), mt)
     kinds = layer_kinds(config, L) if mt != "gpt_neo" else _gpt_neo_kinds(cfg, L)
     win = cfg.get("sliding_window", "window_size", default=None)
-    causal = mt != "modernbert"
+    # EmbeddingGemma-style Gemma 3: full layers see every token; window layers |i − j| < W' with
+    # W' = ⌊W/2⌋ + 1 for the stored W (the reference config halves it on load)
+    bidirectional = mt == "gemma3_text" and bool(cfg.get("use_bidirectional_attention", default=False))
+    causal = mt != "modernbert" and not bidirectional
     if mt == "modernbert":  # local layers: |i − j| ≤ local_attention/2, both directions
         every = int(cfg.get("global_attn_every_n_layers", default=3))
         if cfg.get("layer_types", default=None) is None:
@@ -194,6 +208,9 @@ def convert(
         rope = make_rope({**flat, "rope_parameters": full}, k)
         local_rope = make_rope({**flat, "rope_parameters": loc}, k)
     scale = _scale(mt, cfg, k)
+    window = None
+    if win is not None:
+        window = (int(win) - 1, 0) if causal else (int(win) // 2,) * 2 if bidirectional else (int(win),) * 2
 
     def read(i: int) -> LayerHeads:
         a = p + template.format(i=i)
@@ -241,7 +258,7 @@ def convert(
             qk_norm=_qk_norm(mt, cfg, state, a, H, Hk, k, out_dt),
             rope=local_rope if (sliding and local_rope is not None) else None,
             softcap=None if softcap is None else float(softcap),
-            window=None if not sliding else ((int(win) - 1, 0) if causal else (int(win), int(win))),
+            window=None if not sliding else window,
         )
 
     stages = {
@@ -270,7 +287,7 @@ def _qk_norm_kind(mt: str, cfg: ConfigView) -> str | None:
         return "rms per head"
     if mt == "olmo2":
         return "rms over all heads"
-    if (mt == "stablelm" and cfg.get("qk_layernorm", default=False)) or (
+    if (mt in ("stablelm", "phi") and cfg.get("qk_layernorm", default=False)) or (
         mt == "cohere" and cfg.get("use_qk_norm", default=False)
     ):
         return "layernorm per head"

@@ -7,7 +7,7 @@ Key maps (per layer ``i``, under an optional prefix; ``nn.Linear`` weights ``(ou
     bloom        h.i.self_attention.query_key_value (3·H·k, d): rows per head [q_h; k_h; v_h]
                  h.i.self_attention.dense (d, H·k) -> W_O          ALiBi, no RoPE
     gpt_bigcode  h.i.attn.c_attn ((H + 2)·k, d) rows [q (H·k); k (k); v (k)] (multi-query), or
-                 (3·H·k, d) rows [q; k; v] when multi_query is false
+                 (3·H·k, d) rows per head [q_h; k_h; v_h] when multi_query is false
                  h.i.attn.c_proj (d, H·k) -> W_O                   learned absolute positions
     falcon       h.i.self_attention.query_key_value: new_decoder_architecture rows per K/V group
                  [q (r·k); k (k); v (k)]; multi_query rows [q (H·k); k (k); v (k)]; otherwise rows
@@ -68,7 +68,8 @@ def convert(
     k = d // H
     mq = mt == "gpt_bigcode" and bool(cfg.get("multi_query", default=True))
     Hk = 1 if mq else H
-    layout = "per_head" if mt in ("gpt_neox", "bloom") else "q_then_kv"
+    # multi-head GPT-BigCode views its c_attn output as (H, 3·k): rows per head, like GPT-NeoX
+    layout = "per_head" if mt in ("gpt_neox", "bloom") or (mt == "gpt_bigcode" and not mq) else "q_then_kv"
     if mt == "falcon":
         if cfg.get("alibi", default=False):
             raise ValueError(
