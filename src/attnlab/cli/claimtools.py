@@ -9,12 +9,12 @@ import typer
 from rich.table import Table
 
 from attnlab.cli.common import JsonOpt, UsageError, emit_json, err_console, out_console
-from attnlab.cli.runs import OutOpt, _check_common, _param_names, _parse_sets
+from attnlab.cli.runopts import OutOpt, check_common, param_names, parse_sets
 
 __all__ = ["claims_power"]
 
 
-def _screenshot(html: Path) -> Path | None:
+def screenshot(html: Path) -> Path | None:
     """Keep a picture of the report's first screen as report.png where Chromium is installed."""
     from attnlab.report.browser import find_chromium, screenshot
 
@@ -30,22 +30,22 @@ def _screenshot(html: Path) -> Path | None:
         return None
 
 
-def _dry_run(claims, profile, seed, sets, out: Path, workers, device, json_out: bool) -> None:
+def dry_run(claims, profile, seed, sets, out: Path, workers, device, json_out: bool, seeds=None) -> None:
     """Points per claim, how many are stored, and the cost of the rest from stored runtimes."""
     import os
 
     from attnlab.engine import DB_NAME, Store
 
-    _check_common(profile, "serial", workers, seed, out)
-    overrides_all = _parse_sets(sets)
+    check_common(profile, "serial", workers, seed, out)
+    overrides_all = parse_sets(sets)
     db = out / DB_NAME
     store = Store(db, readonly=True) if db.exists() else None
     rows, total_s, unknown = [], 0.0, []
     try:
         for c in claims:
-            names = _param_names(c, profile)
+            names = param_names(c, profile)
             mine = c.check_overrides({k: v for k, v in overrides_all.items() if k in names})
-            pts = c.points(profile, seed, mine, device)
+            pts = [p for s in (seeds or [seed]) for p in c.points(profile, s, mine, device)]
             ids = [p.point_id for p in pts]
             done = store.done_ids(ids, ("ok",)) if store else set()
             mean = store.mean_runtime(c.id) if store else None
@@ -92,7 +92,7 @@ def _dry_run(claims, profile, seed, sets, out: Path, workers, device, json_out: 
     )
 
 
-def _check_dest(to: Path | None, out: Path) -> Path:
+def check_dest(to: Path | None, out: Path) -> Path:
     import os
 
     dest = to if to is not None else out
@@ -107,7 +107,7 @@ def _check_dest(to: Path | None, out: Path) -> Path:
     return dest
 
 
-def _report_progress(quiet: bool):
+def report_progress(quiet: bool):
     """One line per figure-drawing claim on stderr (the report takes ~20 s at the quick profile)."""
     state = {"n": 0, "total": 0}
 
@@ -133,7 +133,14 @@ def _stale(claim, sv) -> dict:
         "stored_verdict": sv.status,
         "stored_version": sv.version,
         "version": claim.version,
+        "paper": claim.paper,
+        "grade": claim.grade,
         "label": "stale",
+        "decisive": False,
+        "lacks": ["stale: " + reason],
+        "category": "stale",
+        "stability": {"label": "-"},
+        "map": [],
         "cannot_fail": False,
         "flips": {},
         "controls": {},
@@ -157,8 +164,16 @@ def claims_power(
     import time as _time
 
     from attnlab.claims import all_claims
-    from attnlab.engine.power import resolving_power
-    from attnlab.engine.runner import DB_NAME
+    from attnlab.engine.power import Power
+    from attnlab.engine.runner import DB_NAME, decide_rows
+    from attnlab.engine.stability import (
+        Assessment,
+        assess,
+        headline,
+        headline_text,
+        is_seed_variant,
+        stability_of,
+    )
     from attnlab.engine.store import Store
 
     if (claim_id is None) == (not all_claims_):
@@ -168,52 +183,91 @@ def claims_power(
         raise UsageError("--out", f"a folder holding {DB_NAME}", str(out))
     t0 = _time.perf_counter()
     registry = {c.id: c for c in all_claims()}
-    if claim_id is not None and claim_id not in registry:
-        raise UsageError("ID", "a claim id (see 'attnlab claims list')", claim_id)
 
     with Store(db, readonly=True) as store:
-        stored = [v for v in store.latest_verdicts(claim_id) if not v.variant and v.claim_id in registry]
+        every = store.latest_verdicts()
+        if (
+            claim_id is not None
+            and claim_id not in registry
+            and not any(v.claim_id == claim_id for v in every)
+        ):
+            raise UsageError("ID", "a claim id (see 'attnlab claims list')", claim_id)
+        seeds = [v for v in every if is_seed_variant(v.variant)]
+        stored = [v for v in every if not v.variant and (claim_id is None or v.claim_id == claim_id)]
         if claim_id is not None and not stored:
             raise UsageError("ID", f"a claim with a stored run in {out} (run it first)", claim_id)
         results = []
         for sv in stored:
-            claim = registry[sv.claim_id]
-            if sv.version != claim.version:
+            claim = registry.get(sv.claim_id)
+            stab = stability_of(sv, seeds)
+            if claim is not None and sv.version != claim.version:
                 # rows of an older version of the claim hold what that version measured; the present rule
                 # cannot re-decide them (its numbers may not exist there): say so rather than guess
                 results.append(_stale(claim, sv))
                 continue
-            rows = store.rows(sv.point_ids, with_arrays=True)
-            verdict = claim.decide(rows)
-            p = resolving_power(claim, rows, verdict)
+            if claim is None:
+                # no code for this claim here (another attnlab, or a plug-in not loaded): the stored
+                # decision, as the run left it
+                verdict_status, power, source = sv.status, Power.from_dict(sv.power), "store"
+                grade = sv.claim.get("grade", "") or (
+                    "identity" if sv.claim.get("kind") == "identity" else ""
+                )
+            else:
+                rows = store.rows(sv.point_ids, with_arrays=True)
+                v, power = decide_rows(claim, rows, sv.profile, sv.overrides)
+                verdict_status, source, grade = v.status, "re-decided", claim.grade
+            shown = verdict_status
+            if stab.measured and not stab.stable:
+                shown = "inconclusive"
+            a = assess(grade, shown, power.to_dict(), stab)
             results.append(
                 {
-                    "id": claim.id,
-                    "kind": claim.kind,
-                    "verdict": verdict.status,
+                    "id": sv.claim_id,
+                    "kind": sv.claim.get("kind", claim.kind if claim else ""),
+                    "paper": sv.claim.get("paper", claim.paper if claim else ""),
+                    "grade": grade,
+                    "verdict": shown,
+                    "decided": verdict_status,
                     "stored_verdict": sv.status,
                     "stored_version": sv.version,
-                    "version": claim.version,
-                    **p.to_dict(),
+                    "version": claim.version if claim else sv.version,
+                    "source": source,
+                    "stability": stab.to_dict(),
+                    "map": power.cells,
+                    **power.to_dict(),
+                    **a.to_dict(),
                 }
             )
     elapsed = _time.perf_counter() - t0
+    counts = headline((r["paper"], Assessment(r["decisive"], r["lacks"], r["category"]))
+                      for r in results if r.get("label") != "stale")  # fmt: skip
     if json_out:
-        emit_json({"claims": results, "elapsed_s": round(elapsed, 3), "store": str(db)})
+        emit_json({"claims": results, "decisive": counts, "elapsed_s": round(elapsed, 3), "store": str(db)})
         return
     t = Table(title=f"resolving power ({len(results)} claims, {elapsed:.1f} s)")
-    for col in ("claim", "kind", "verdict", "power", "per prediction: smallest flipping ε (+/−)"):
+    for col in ("claim", "grade", "verdict", "power", "stability", "per prediction (+/−) and controls",
+                "decisive, or what it lacks"):  # fmt: skip
         t.add_column(col, overflow="fold")
     for r in results:
         pct = lambda e: "none" if e is None else f"{100 * e:g}%"  # noqa: E731
         per = "; ".join(f"{k} +{pct(f['+'])}/−{pct(f['-'])}" for k, f in r["flips"].items())
-        ctrl = "; ".join(f"{k}: {c['got']} (expect {c['expect']})" for k, c in r["controls"].items())
+        ctrl = "; ".join(
+            f"{k}: {c['got']} (expect {c['expect']}"
+            + (f", via {c['branch']}" if c.get("branch") else "")
+            + ")"
+            for k, c in r["controls"].items()
+        )
         label = f"[bold magenta]{r['label']}[/]" if r["cannot_fail"] else r["label"]
+        lacks = "decisive" if r.get("decisive") else "; ".join(r.get("lacks", [])) or r.get("reason", "")
         t.add_row(
             r["id"],
-            r["kind"],
+            r.get("grade") or "-",
             r["verdict"] or "-",
             label,
+            (r.get("stability") or {}).get("label", "-"),
             "; ".join(x for x in (per, ctrl) if x) or r["reason"],
+            lacks,
         )
     out_console.print(t)
+    if counts:
+        out_console.print(headline_text(counts))

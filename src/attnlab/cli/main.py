@@ -15,7 +15,7 @@ import click
 import typer
 
 from attnlab import __version__
-from attnlab.cli import claimtools, runs
+from attnlab.cli import claimtools, runs, stability
 from attnlab.cli import ensemble as ensemble_cli
 from attnlab.cli import flow as flow_cli
 from attnlab.cli import highdim as highdim_cli
@@ -58,6 +58,7 @@ def _root(
 
 
 runs.claims_app.command("power")(claimtools.claims_power)
+runs.claims_app.command("stability")(stability.claims_stability)
 app.add_typer(runs.claims_app, name="claims")
 app.command("reproduce")(runs.reproduce)
 app.command("report")(runs.report)

@@ -9,68 +9,27 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from attnlab.cli.claimtools import check_dest, report_progress, screenshot
 from attnlab.cli.common import JsonOpt, UsageError, check_device, emit_json, err_console, out_console
+from attnlab.cli.runopts import (
+    BackendOpt,
+    DeviceOpt,
+    ForceOpt,
+    OutOpt,
+    ProfileOpt,
+    RetryOpt,
+    SeedOpt,
+    SetOpt,
+    ThreadsOpt,
+    WorkersOpt,
+    check_common,
+    claims_table,
+    headline_line,
+    param_names,
+    parse_sets,
+)
 
 claims_app = typer.Typer(help="List and run the claims of the three papers.", no_args_is_help=True)
-
-_VERDICT_STYLE = {"holds": "bold green", "fails": "bold red", "inconclusive": "bold yellow"}
-
-ProfileOpt = typer.Option("quick", "--profile", help="Parameter grids: quick (laptop) or full (GPU/cluster).")
-BackendOpt = typer.Option(
-    "process", "--backend", help="serial | process (local pool) | ray (RAY_ADDRESS or local)."
-)
-WorkersOpt = typer.Option(None, "--workers", help="Worker processes (default: the number of cores).")
-SeedOpt = typer.Option(0, "--seed", help="Root seed; every point's seed derives from it.")
-SetOpt = typer.Option(
-    None, "--set", help="Override a claim parameter: key=value (a,b,c for a list). Repeatable."
-)
-ForceOpt = typer.Option(False, "--force", help="Recompute points that are already stored.")
-RetryOpt = typer.Option(
-    False, "--retry-failed", help="Recompute stored points that failed (others are kept)."
-)
-OutOpt = typer.Option(Path("results"), "--out", help="Results folder (SQLite store, figures, report).")
-DeviceOpt = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N (bring your own CUDA torch).")
-ThreadsOpt = typer.Option(None, "--threads", help="Torch threads per point (default: cores / workers).")
-
-
-def _check_common(
-    profile: str, backend: str, workers: int | None, seed: int, out: Path, threads: int | None = None
-) -> None:
-    from attnlab.claims import PROFILES
-    from attnlab.engine import BACKENDS
-
-    if profile not in PROFILES:
-        raise UsageError("--profile", " or ".join(PROFILES), profile)
-    if backend not in BACKENDS:
-        raise UsageError("--backend", ", ".join(BACKENDS), backend)
-    if workers is not None and workers < 1:
-        raise UsageError("--workers", "an integer >= 1", workers)
-    if seed < 0:
-        raise UsageError("--seed", "a non-negative integer", seed)
-    from attnlab.cli.common import SEED_MAX, check_out_folder
-
-    if seed > SEED_MAX:
-        raise UsageError("--seed", f"an integer <= {SEED_MAX} (2^63 - 1, the store's integer range)", seed)
-    if out.exists() and not out.is_dir():
-        raise UsageError("--out", "a folder (or a path to create)", str(out))
-    check_out_folder("--out", out)
-    if threads is not None and threads < 1:
-        raise UsageError("--threads", "an integer >= 1 (torch threads per point)", threads)
-
-
-def _param_names(claim, profile: str) -> set[str]:
-    """The names ``--set`` may give for ``claim``: its Params fields (or its grid's names) and rep."""
-    import dataclasses
-
-    if claim.params is not None:
-        return {f.name for f in dataclasses.fields(claim.params)} | {"rep"}
-    return claim.grids[profile].names() | {"rep"}
-
-
-def _parse_sets(sets: list[str] | None) -> dict[str, Any]:
-    from attnlab.claims import parse_override
-
-    return dict(parse_override(s) for s in (sets or []))
 
 
 class _Bar:
@@ -136,19 +95,20 @@ def execute_run(
     threads,
     json_out,
     per_claim_sets: bool,
+    seeds: list[int] | None = None,
 ) -> dict[str, Any]:
     """Run ``claims``, then return the summary and the outcomes (shared by run and reproduce)."""
     from attnlab.engine import run_claims
     from attnlab.engine.backends import WorkerDied
 
-    _check_common(profile, backend, workers, seed, out, threads)
+    check_common(profile, backend, workers, seed, out, threads)
     device = check_device(device)
-    overrides_all = _parse_sets(sets)
+    overrides_all = parse_sets(sets)
     overrides: dict[str, dict[str, Any]] = {}
     if overrides_all:
         used: set[str] = set()
         for c in claims:
-            names = _param_names(c, profile)
+            names = param_names(c, profile)
             mine = {k: v for k, v in overrides_all.items() if per_claim_sets or k in names}
             if mine:
                 overrides[c.id] = c.check_overrides(mine)  # names and types against Params
@@ -171,6 +131,7 @@ def execute_run(
             device=device,
             threads=threads,
             progress=bar,
+            seeds=seeds,
         )
     except KeyboardInterrupt:
         bar.close()
@@ -191,30 +152,6 @@ def execute_run(
     return result
 
 
-def claims_table(outcomes, title: str = "claims") -> Table:
-    from attnlab.report import format_numbers
-
-    t = Table(title=title, show_lines=False, expand=False)
-    t.add_column("claim", no_wrap=True)
-    t.add_column("kind")
-    t.add_column("verdict", no_wrap=True)
-    t.add_column("power", overflow="fold", max_width=24)
-    t.add_column("deciding numbers (first three; all in the report)", overflow="fold", ratio=1)
-    t.add_column("s", justify="right", no_wrap=True)
-    for o in outcomes:
-        v = o.verdict
-        power = o.power.label
-        t.add_row(
-            o.title,
-            o.kind,
-            f"[{_VERDICT_STYLE[v.status]}]{v.status}[/]",
-            f"[bold magenta]{power}[/]" if o.power.cannot_fail else power,
-            (f"[yellow]{v.regime}[/] " if v.regime else "") + format_numbers(dict(v.numbers), 3),
-            f"{o.runtime_s:.1f}",
-        )
-    return t
-
-
 @claims_app.command("list")
 def claims_list(json_out: bool = JsonOpt) -> None:
     """List every registered claim: id, kind, paper, statement and grid sizes."""
@@ -230,6 +167,12 @@ def claims_list(json_out: bool = JsonOpt) -> None:
                         "kind": c.kind,
                         "paper": c.paper,
                         "statement": c.statement,
+                        "grade": c.grade,
+                        "parts": {k: {"grade": p.grade, "what": p.what} for k, p in c.parts.items()},
+                        "knobs": {
+                            k: {"why": kb.why, "values": {pr: kb.values_for(pr) for pr in c.grids}}
+                            for k, kb in c.knobs.items()
+                        },
                         "version": c.version,
                         "points": {p: len(c.points(p)) for p in c.grids},
                     }
@@ -239,10 +182,19 @@ def claims_list(json_out: bool = JsonOpt) -> None:
         )
         return
     t = Table(title=f"{len(claims)} claims")
-    for col in ("id", "kind", "paper", "points quick/full", "statement"):
+    for col in ("id", "kind", "grade", "paper", "points quick/full", "open knobs", "statement"):
         t.add_column(col, overflow="fold")
     for c in claims:
-        t.add_row(c.id, c.kind, c.paper, f"{len(c.points('quick'))}/{len(c.points('full'))}", c.statement)
+        knobs = "; ".join(f"{k} ∈ {kb.values_for('full')}" for k, kb in c.knobs.items())
+        t.add_row(
+            c.id,
+            c.kind,
+            c.grade or "undeclared",
+            c.paper,
+            f"{len(c.points('quick'))}/{len(c.points('full'))}",
+            knobs or "-",
+            c.statement,
+        )
     out_console.print(t)
 
 
@@ -325,9 +277,7 @@ def reproduce(
         if not claims:
             raise UsageError("--only", "a prefix of at least one claim id", only)
     if dry_run:
-        from attnlab.cli.claimtools import _dry_run
-
-        _dry_run(claims, profile, seed, sets, out, workers, device, json_out)
+        dry_run(claims, profile, seed, sets, out, workers, device, json_out)
         return
     summary = execute_run(
         claims,
@@ -344,10 +294,9 @@ def reproduce(
         json_out=json_out,
         per_claim_sets=False,
     )
-    from attnlab.cli.claimtools import _report_progress, _screenshot
 
-    rep = build_report(out, progress=_report_progress(json_out))
-    shot = None if json_out else _screenshot(rep.html)
+    rep = build_report(out, progress=report_progress(json_out))
+    shot = None if json_out else screenshot(rep.html)
     if shot is not None:
         err_console.print(f"[dim]report screenshot: {shot}[/dim]")
     if json_out:
@@ -360,6 +309,7 @@ def reproduce(
         )
         return
     out_console.print(claims_table(rep.outcomes + rep.variants, title=f"attnlab claims ({profile} profile)"))
+    out_console.print(headline_line(rep.outcomes))
     s = summary
     out_console.print(
         f"{s['points']} points ({s['cached']} from the store, {s['computed']} computed, "
@@ -376,11 +326,10 @@ def report(
     json_out: bool = JsonOpt,
 ) -> None:
     """Rebuild report.html / report.md / figures from the store (nothing is recomputed)."""
-    from attnlab.cli.claimtools import _check_dest, _report_progress
     from attnlab.report import build_report
 
-    dest = _check_dest(to, out)
-    rep = build_report(out, dest, progress=_report_progress(json_out))
+    dest = check_dest(to, out)
+    rep = build_report(out, dest, progress=report_progress(json_out))
     if json_out:
         emit_json(
             {
@@ -393,4 +342,5 @@ def report(
         )
         return
     out_console.print(claims_table(rep.outcomes + rep.variants, title="attnlab claims (from the store)"))
+    out_console.print(headline_line(rep.outcomes))
     out_console.print(f"report: {rep.html} · {rep.markdown}")

@@ -74,6 +74,7 @@ class StoredVerdict:
     created: str
     point_ids: list[str]
     overrides: dict[str, Any]
+    root_seed: int = 0
 
 
 def now_utc() -> str:

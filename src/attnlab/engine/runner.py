@@ -22,6 +22,14 @@ from attnlab import __version__
 from attnlab.engine.backends import BACKENDS, WorkItem, run_items
 from attnlab.engine.power import Power, resolving_power
 from attnlab.engine.protocol import Claim, Point, Verdict, variant_name
+from attnlab.engine.stability import (
+    Assessment,
+    Stability,
+    assess,
+    is_seed_variant,
+    seed_variant,
+    stability_of,
+)
 from attnlab.engine.store import Store, StoredVerdict, StoreError
 
 __all__ = [
@@ -29,10 +37,12 @@ __all__ = [
     "ClaimOutcome",
     "StoreLocked",
     "run_claims",
+    "decide_rows",
     "decide_run",
     "default_workers",
     "git_revision",
     "outcome_from_stored",
+    "outcomes_from_stored",
     "store_lock",
 ]
 
@@ -146,6 +156,7 @@ def run_claims(
     device: str = "cpu",
     threads: int | None = None,
     progress: ProgressFn | None = None,
+    seeds: Sequence[int] | None = None,
 ) -> RunSummary:
     """Run every point of ``claims`` at ``profile`` and store the rows in ``<out>/attnlab.sqlite``.
 
@@ -157,6 +168,9 @@ def run_claims(
         Torch threads per point (default: cores / workers, at least 1). Pin it to compare backends.
     progress : callable(event, payload), optional
         Called with ``("start", {"total", "todo"})`` and ``("point", StoredPoint)``.
+    seeds : sequence of int, optional
+        Root seeds to run every claim under (the seed stability of a verdict): each one other than
+        ``root_seed`` is stored as the variant ``seed=N``; ``root_seed`` is run only if listed.
     """
     if backend not in BACKENDS:
         raise ValueError(f"--backend: expected one of {', '.join(BACKENDS)}, got {backend!r}")
@@ -175,19 +189,26 @@ def run_claims(
         store = Store(Path(out) / DB_NAME)
         try:
             items: list[WorkItem] = []
-            runs: list[tuple[Claim, int, list[str], dict[str, Any]]] = []
+            runs: list[tuple[Claim, int, list[str], dict[str, Any], str]] = []
+            seed_list = [(root_seed, None)]
+            if seeds is not None:  # the profile's own seed keeps its own name; the others are variants
+                seed_list = [(s, None if s == root_seed else seed_variant(s)) for s in seeds]
             for claim in claims:
                 mine = claim.check_overrides(overrides.get(claim.id))
-                points: list[Point] = claim.points(profile, root_seed, mine, device)
-                ids = [p.point_id for p in points]
-                done = set() if force else store.done_ids(ids, ("ok",) if retry_failed else ("ok", "failed"))
-                todo = [p for p in points if p.point_id not in done]
-                summary.total += len(points)
-                summary.cached += len(points) - len(todo)
-                summary.per_claim[claim.id] = {"points": len(points), "cached": len(points) - len(todo)}
-                run_id = store.start_run(claim.id, profile, root_seed, mine, ids, backend)
-                runs.append((claim, run_id, ids, mine))
-                items.extend(WorkItem(claim.module, p, threads, prov) for p in todo)
+                for seed, variant in seed_list:
+                    points: list[Point] = claim.points(profile, seed, mine, device)
+                    ids = [p.point_id for p in points]
+                    statuses = ("ok",) if retry_failed else ("ok", "failed")
+                    done = set() if force else store.done_ids(ids, statuses)
+                    todo = [p for p in points if p.point_id not in done]
+                    summary.total += len(points)
+                    summary.cached += len(points) - len(todo)
+                    pc = summary.per_claim.setdefault(claim.id, {"points": 0, "cached": 0})
+                    pc["points"] += len(points)
+                    pc["cached"] += len(points) - len(todo)
+                    run_id = store.start_run(claim.id, profile, seed, mine, ids, backend)
+                    runs.append((claim, run_id, ids, mine, variant))
+                    items.extend(WorkItem(claim.module, p, threads, prov) for p in todo)
             if progress:
                 progress("start", {"total": summary.total, "todo": len(items)})
             for rec in run_items(items, backend, workers if backend != "serial" else 1):
@@ -197,11 +218,11 @@ def run_claims(
                 if progress:
                     progress("point", rec)
             store.merge_not_testable(_not_testable(claims))
-            for claim, run_id, ids, mine in runs:
+            for claim, run_id, ids, mine, variant in runs:
                 store.end_run(run_id)
                 if progress:
                     progress("verdict", claim.id)
-                decide_run(store, claim, run_id, ids, profile, mine)
+                decide_run(store, claim, run_id, ids, profile, mine, variant)
         finally:
             summary.wall_s = time.time() - t0
             store.close()
@@ -248,17 +269,13 @@ def claim_meta(claim: Claim) -> dict[str, Any]:
     }
 
 
-def decide_run(
-    store: Store,
-    claim: Claim,
-    run_id: int,
-    point_ids: Sequence[str],
-    profile: str,
-    overrides: Mapping[str, Any] | None = None,
-) -> StoredVerdict:
-    """Decide a run from its stored rows (verdict, controls, power) and store the verdict."""
-    rows = store.rows(point_ids, with_arrays=True)
-    missing = len(point_ids) - len(rows)
+def decide_rows(
+    claim: Claim, rows: Sequence[Any], profile: str, overrides: Mapping[str, Any] | None = None
+) -> tuple[Verdict, Power]:
+    """The claim's verdict over its map and the power of its test setting, from a run's rows.
+
+    A verdict function that raises gives an inconclusive verdict naming the error (not fatal).
+    """
     try:
         v, test, cells = claim.decide_map(rows, profile, overrides)
         power = resolving_power(claim, rows, test) if rows else Power("n/a", False, reason="no rows")
@@ -273,6 +290,25 @@ def decide_run(
     except Exception as e:  # noqa: BLE001 - a broken verdict is reported, not fatal
         v = Verdict("inconclusive", {"points": len(rows)}, "-", f"verdict raised {type(e).__name__}: {e}")
         power = Power("n/a", False, reason=v.note)
+    return v, power
+
+
+def decide_run(
+    store: Store,
+    claim: Claim,
+    run_id: int,
+    point_ids: Sequence[str],
+    profile: str,
+    overrides: Mapping[str, Any] | None = None,
+    variant: str | None = None,
+) -> StoredVerdict:
+    """Decide a run from its stored rows (verdict, map, controls, power) and store the verdict.
+
+    ``variant`` names the run (default: from its overrides; ``seed=N`` for a stability run).
+    """
+    rows = store.rows(point_ids, with_arrays=True)
+    missing = len(point_ids) - len(rows)
+    v, power = decide_rows(claim, rows, profile, overrides)
     if missing and v.status != "inconclusive":
         v = Verdict(
             "inconclusive",
@@ -284,7 +320,7 @@ def decide_run(
     sv = StoredVerdict(
         run_id=run_id,
         claim_id=claim.id,
-        variant=variant_name(overrides),
+        variant=variant if variant is not None else variant_name(overrides),
         profile=profile,
         version=claim.version,
         claim=claim_meta(claim),
@@ -323,6 +359,17 @@ class ClaimOutcome:
     run_id: int = 0
     point_ids: tuple[str, ...] = ()
     overrides: dict[str, Any] = field(default_factory=dict)
+    stability: Stability | None = None
+    #: the status the run decided (an unstable verdict is shown as inconclusive)
+    stored_status: str = ""
+
+    @property
+    def grade(self) -> str:
+        return self.meta.get("grade", "") or ("identity" if self.kind == "identity" else "")
+
+    @property
+    def assessment(self) -> Assessment:
+        return assess(self.grade, self.verdict.status, self.power.to_dict(), self.stability)
 
     @property
     def id(self) -> str:
@@ -363,18 +410,54 @@ class ClaimOutcome:
             "power": self.power.label,
             "cannot_fail": self.power.cannot_fail,
             "power_detail": self.power.to_dict(),
+            "grade": self.grade,
+            "stored_verdict": self.stored_status or self.verdict.status,
+            "stability": (self.stability or Stability()).to_dict(),
+            "map": self.power.cells,
+            "branch": self.power.branch,
+            "band": self.power.band,
+            **self.assessment.to_dict(),
         }
 
 
-def outcome_from_stored(sv: StoredVerdict) -> ClaimOutcome:
-    """A :class:`ClaimOutcome` from a stored verdict."""
+def outcomes_from_stored(stored: Sequence[StoredVerdict]) -> tuple[list[ClaimOutcome], list[ClaimOutcome]]:
+    """(the profile's own verdicts with their seed stability, the ``--set`` variants) from the store.
+
+    Stability runs (variants ``seed=N``) are folded into the stability of the claim's own verdict; an
+    unstable verdict is shown as inconclusive, with the per-seed outcomes in its regime line.
+    """
+    seeds = [v for v in stored if is_seed_variant(v.variant)]
+    own, variants = [], []
+    for sv in stored:
+        if is_seed_variant(sv.variant):
+            continue
+        if sv.variant:
+            variants.append(outcome_from_stored(sv))
+            continue
+        st = stability_of(sv, seeds)
+        o = outcome_from_stored(sv, st)
+        own.append(o)
+    return own, variants
+
+
+def outcome_from_stored(sv: StoredVerdict, stability: Stability | None = None) -> ClaimOutcome:
+    """A :class:`ClaimOutcome` from a stored verdict (inconclusive when ``stability`` is unstable)."""
+    verdict = Verdict(sv.status, sv.numbers, sv.tolerance, sv.note, sv.regime)  # type: ignore[arg-type]
+    power = Power.from_dict(sv.power)
+    verdict = dataclasses.replace(verdict, branch=power.branch, band=power.band, parts=power.parts)
+    if stability is not None and stability.measured and not stability.stable:
+        verdict = dataclasses.replace(
+            verdict,
+            status="inconclusive",
+            regime=f"{stability.label} over root seeds ({stability.per_seed})",
+        )
     return ClaimOutcome(
         meta=sv.claim,
         profile=sv.profile,
         variant=sv.variant,
         version=sv.version,
-        verdict=Verdict(sv.status, sv.numbers, sv.tolerance, sv.note, sv.regime),  # type: ignore[arg-type]
-        power=Power.from_dict(sv.power),
+        verdict=verdict,
+        power=power,
         points=sv.points,
         failed=sv.failed,
         missing=sv.missing,
@@ -382,4 +465,6 @@ def outcome_from_stored(sv: StoredVerdict) -> ClaimOutcome:
         run_id=sv.run_id,
         point_ids=tuple(sv.point_ids),
         overrides=sv.overrides,
+        stability=stability,
+        stored_status=sv.status,
     )

@@ -349,7 +349,7 @@ class Store:
         q = (
             "SELECT v.run_id, v.claim_id, v.variant, v.profile, v.version, v.claim, v.status, v.numbers, "
             "v.tolerance, v.note, v.regime, v.power, v.points, v.failed, v.missing, v.runtime_s, v.created, "
-            "r.point_ids, r.overrides FROM verdicts v JOIN runs r ON r.run_id = v.run_id "
+            "r.point_ids, r.overrides, r.root_seed FROM verdicts v JOIN runs r ON r.run_id = v.run_id "
             "WHERE v.run_id IN (SELECT MAX(run_id) FROM verdicts GROUP BY claim_id, variant)"
         )
         args: tuple = ()
@@ -380,6 +380,7 @@ class Store:
                     r[16] or "",
                     json.loads(r[17]),
                     json.loads(r[18]),
+                    int(r[19] or 0),
                 )
             )
         return out

@@ -21,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from attnlab.engine.runner import DB_NAME, ClaimOutcome, outcome_from_stored  # noqa: E402
+from attnlab.engine.runner import DB_NAME, ClaimOutcome, outcomes_from_stored  # noqa: E402
 from attnlab.engine.store import Store  # noqa: E402
 from attnlab.report.figures import figure_function  # noqa: E402
 from attnlab.report.render import format_numbers, render_html, render_markdown  # noqa: E402
@@ -60,8 +60,8 @@ def collect_outcomes(out: str | Path, variants: bool = False) -> list[ClaimOutco
     """Stored verdicts in ``<out>/attnlab.sqlite``: the profile's own, plus variants if asked."""
     with _open(Path(out)) as store:
         stored = store.latest_verdicts()
-    outs = [outcome_from_stored(v) for v in stored if variants or not v.variant]
-    return outs
+    own, var = outcomes_from_stored(stored)
+    return own + var if variants else own
 
 
 def _figures(
@@ -69,7 +69,11 @@ def _figures(
 ) -> tuple[list[FigureFile], str | None]:
     fn = figure_function(outcome.id)
     rows = store.rows(list(outcome.point_ids), with_arrays=fn is not None)
-    failed = [(dict(r.params), (r.error or "").splitlines()[0] if r.error else "") for r in rows if not r.ok]
+    cells = [r for r in rows if r.cell]  # the map's cells are shown in the map table, not the figures
+    rows = [r for r in rows if not r.cell]
+    failed = [
+        (dict(r.params), (r.error or "").splitlines()[0] if r.error else "") for r in rows + cells if not r.ok
+    ]
     if failed:
         errors_of_points[outcome.id] = failed[:20]
     if fn is None or not any(r.ok for r in rows):
@@ -108,8 +112,7 @@ def build_report(
     try:
         stored = store.latest_verdicts()
         not_testable = store.not_testable()
-        outcomes = [outcome_from_stored(v) for v in stored if not v.variant]
-        variants = [outcome_from_stored(v) for v in stored if v.variant]
+        outcomes, variants = outcomes_from_stored(stored)
         fig_dir = dest / "figures"
         fig_dir.mkdir(parents=True, exist_ok=True)
         rep = Report(dest / "report.html", dest / "report.md", outcomes, variants)

@@ -88,7 +88,7 @@ th,td{border:1px solid #ccc;padding:.3em .45em;vertical-align:top;text-align:lef
 th{background:#f3f3f3} code{font-size:.92em;overflow-wrap:anywhere}
 table.nested{font-size:.95em;margin:.2em 0;table-layout:auto}
 .holds{background:#e3f6e3;font-weight:600}.fails{background:#fbe0e0;font-weight:600}
-.inconclusive{background:#fdf3d6;font-weight:600}.cannot{background:#f1d0f5;font-weight:600}
+.inconclusive{background:#fdf3d6;font-weight:600}.depends{background:#dde8fb;font-weight:600}.cannot{background:#f1d0f5;font-weight:600}
 figure{margin:1em 0} figure img{max-width:100%;height:auto;border:1px solid #eee}
 .note{color:#555;font-size:.92em} .err{color:#a00}
 section.claim{border-top:2px solid #ddd;padding-top:.5em;margin-top:1.5em}
@@ -127,21 +127,90 @@ def _regime(o) -> str:
     return o.verdict.regime or ("in regime" if o.meta.get("regime") else "-")
 
 
+def _stability(o) -> str:
+    st = getattr(o, "stability", None)
+    return st.label if st is not None else "-"
+
+
+def _decisive(o) -> str:
+    """'decisive', or what the verdict lacks to be (variants are not assessed)."""
+    if o.variant:
+        return "variant"
+    a = o.assessment
+    return "decisive" if a.decisive else "; ".join(a.lacks)
+
+
+def headline_html(outcomes) -> str:
+    from attnlab.engine.stability import headline, headline_text
+
+    own = [o for o in outcomes if not o.variant]
+    return headline_text(headline((o.paper, o.assessment) for o in own))
+
+
 def _board(outcomes, variants) -> list[str]:
     parts = [
-        "<h2>Verdict board</h2><table><colgroup><col style='width:24%'><col style='width:9%'>"
-        "<col style='width:8%'><col style='width:24%'><col style='width:27%'><col style='width:8%'>"
-        "</colgroup><tr><th>claim</th><th>kind</th><th>verdict</th><th>power</th><th>regime</th>"
-        "<th>runtime (s)</th></tr>"
+        "<h2>Verdict board</h2><table><colgroup><col style='width:22%'><col style='width:9%'>"
+        "<col style='width:9%'><col style='width:18%'><col style='width:12%'><col style='width:30%'>"
+        "</colgroup><tr><th>claim</th><th>grade</th><th>verdict</th><th>power</th><th>stability</th>"
+        "<th>decisive, or what it lacks</th></tr>"
     ]
     for o in list(outcomes) + list(variants):
         label, cls = _power_cell(o)
+        dec = _decisive(o)
         parts.append(
-            f"<tr><td><a href='#{_e(o.id)}'><code>{_e(o.title)}</code></a></td><td>{_e(o.kind)}</td>"
+            f"<tr><td><a href='#{_e(o.id)}'><code>{_e(o.title)}</code></a></td><td>{_e(o.grade or '-')}</td>"
             f"<td class='{o.verdict.status}'>{o.verdict.status}</td><td class='{cls}'>{_e(label)}</td>"
-            f"<td>{_e(_regime(o))}</td><td>{o.runtime_s:.1f}</td></tr>"
+            f"<td>{_e(_stability(o))}</td>"
+            f"<td class='{'holds' if dec == 'decisive' else 'note'}'>{_e(dec)}</td></tr>"
         )
     parts.append("</table>")
+    return parts
+
+
+def _evidence_html(o) -> list[str]:
+    """Grade, parts, stability, the deciding branch and the map of an open knob."""
+    p, v = o.power, o.verdict
+    parts = [f"<p><b>Grade:</b> {_e(o.grade or 'undeclared')}"]
+    for name, part in (o.meta.get("parts") or {}).items():
+        got = (p.parts or {}).get(name)
+        parts.append(
+            f" · part <code>{_e(name)}</code> ({_e(part.get('grade'))}: {_e(part.get('what'))})"
+            + (f": <span class='{_e(got)}'>{_e(got)}</span>" if got else "")
+        )
+    st = getattr(o, "stability", None)
+    if st is not None:
+        parts.append(f" · <b>seed stability:</b> {_e(st.label)}")
+        if st.measured:
+            parts.append(f" <span class='note'>({_e(st.per_seed)})</span>")
+    if p.branch:
+        parts.append(f" · <b>deciding branch:</b> {_e(p.branch)}")
+    if p.band is not None:
+        parts.append(f" · <b>band:</b> ±{100 * p.band:.3g}%")
+    if o.stored_status and o.stored_status != v.status:
+        parts.append(f" · stored verdict {_e(o.stored_status)}")
+    parts.append("</p>")
+    if not o.variant:
+        a = o.assessment
+        parts.append(
+            "<p class='holds'>Decisive.</p>"
+            if a.decisive
+            else "<p class='note'><b>Not decisive:</b> " + _e("; ".join(a.lacks)) + "</p>"
+        )
+    if p.cells:
+        knobs = o.meta.get("knobs") or {}
+        parts.append(
+            "<table><tr><th>open knob</th><th>value</th><th>verdict</th><th>branch</th><th>numbers</th></tr>"
+        )
+        for c in p.cells:
+            why = (knobs.get(c.get("knob")) or {}).get("why", "")
+            tag = " (test setting)" if c.get("test") else ""
+            parts.append(
+                f"<tr><td><code>{_e(c.get('knob'))}</code> <span class='note'>{_e(why)}</span></td>"
+                f"<td>{_e(c.get('value'))}{tag}</td>"
+                f"<td class='{_e(c.get('status'))}'>{_e(c.get('status'))}</td>"
+                f"<td>{_e(c.get('branch') or '-')}</td><td>{_value_html(c.get('numbers', {}), 1)}</td></tr>"
+            )
+        parts.append("</table>")
     return parts
 
 
@@ -170,15 +239,20 @@ def _power_html(o) -> list[str]:
         parts.append(
             "<table><tr><th>setting</th><th>knob</th><th>expected</th><th>verdict</th><th>why</th>"
             "<th>deciding numbers</th></tr>"
-            f"<tr><td>test</td><td>-</td><td>-</td><td class='{o.verdict.status}'>{o.verdict.status}</td>"
+            f"<tr><td>test</td><td>-</td><td>-</td><td class='{o.verdict.status}'>{o.verdict.status}"
+            f"{_e(f' (through {p.branch})' if p.branch else '')}</td>"
             "<td>the claim's setting</td><td>(above)</td></tr>"
         )
         for name, c in p.controls.items():
             got = c.get("got", "?")
+            br = c.get("branch") or ""
+            thru = (
+                "" if not br else f" (through {br}{'' if c.get('same_branch') else ', not the test branch'})"
+            )
             parts.append(
                 f"<tr><td>{_e(c.get('kind'))} control <code>{_e(name)}</code></td>"
                 f"<td><code>{_e(c.get('knob'))}</code></td><td>{_e(c.get('expect'))}</td>"
-                f"<td class='{got}'>{_e(got)}</td>"
+                f"<td class='{got}'>{_e(got)}{_e(thru)}</td>"
                 f"<td>{_e(c.get('why'))}</td><td>{_value_html(c.get('numbers', {}))}</td></tr>"
             )
         parts.append("</table>")
@@ -186,7 +260,9 @@ def _power_html(o) -> list[str]:
 
 
 def render_html(outcomes, variants, per_claim, errors, stamp, failed_points=None, not_testable=None) -> str:
-    counts = {v: sum(o.verdict.status == v for o in outcomes) for v in ("holds", "fails", "inconclusive")}
+    counts = {
+        v: sum(o.verdict.status == v for o in outcomes) for v in ("holds", "fails", "inconclusive", "depends")
+    }
     cannot = sum(o.power.cannot_fail for o in outcomes)
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
@@ -196,10 +272,15 @@ def render_html(outcomes, variants, per_claim, errors, stamp, failed_points=None
         "<h1>attnlab — claims report</h1>",
         f"<p class='note'>attnlab {__version__}, written {stamp} from the results store alone. "
         f"{plural(len(outcomes), 'claim')}: {counts['holds']} hold, {counts['fails']} fail, "
-        f"{counts['inconclusive']} inconclusive; {cannot} could not have come out the other way "
+        f"{counts['inconclusive']} inconclusive, {counts['depends']} depend on an open knob; "
+        f"{cannot} could not have come out the other way "
         "('cannot fail' or 'cannot hold': no perturbation of their predictions up to 50% and no control "
         f"of the opposite outcome changes them). {plural(len(variants), 'variant')} "
         "(runs with overrides) are shown beside their claims.</p>",
+        f"<p><b>{_e(headline_html(outcomes))}</b>. A verdict is decisive when its grade is evidence, it is "
+        "stable over the stored root seeds, and either a perturbation of its prediction of at most 10% "
+        "(wider than its band) flips it or its controls come out as designed through the branch of the rule "
+        "that decides it; the board says what every other verdict lacks.</p>",
     ]
     parts += _board(outcomes, variants)
     for kind in KINDS:
@@ -269,6 +350,7 @@ def _section_html(o, figures, error, variants) -> list[str]:
     if v.note:
         parts.append(f"<p class='note'><b>Why:</b> {_e(v.note)}</p>")
     parts.append(f"<p class='note'><b>Tolerance:</b> {_e(v.tolerance)}</p>")
+    parts += _evidence_html(o)
     parts += _power_html(o)
     parts.append(
         "<table><colgroup><col style='width:25%'><col style='width:75%'></colgroup>"
@@ -306,13 +388,15 @@ def render_markdown(outcomes, variants, per_claim, errors, stamp, out: Path, not
         "",
         f"attnlab {__version__}, written {stamp} from the results store alone.",
         "",
-        "| claim | kind | verdict | power | regime | runtime (s) |",
-        "|---|---|---|---|---|---|",
+        f"**{_md(headline_html(outcomes))}**",
+        "",
+        "| claim | grade | verdict | power | stability | decisive, or what it lacks | runtime (s) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for o in list(outcomes) + list(variants):
         lines.append(
-            f"| `{_md(o.title)}` | {o.kind} | **{o.verdict.status}** | {_md(o.power.label)} | "
-            f"{_md(_regime(o))} | {o.runtime_s:.1f} |"
+            f"| `{_md(o.title)}` | {o.grade or '-'} | **{o.verdict.status}** | {_md(o.power.label)} | "
+            f"{_md(_stability(o))} | {_md(_decisive(o))} | {o.runtime_s:.1f} |"
         )
     lines.append("")
     for o in outcomes:
@@ -321,7 +405,16 @@ def render_markdown(outcomes, variants, per_claim, errors, stamp, out: Path, not
             f"## `{o.id}` — {v.status}",
             "",
             f"Paper {PAPERS.get(o.paper, o.paper)}; kind {o.kind}; profile {o.profile}; claim version "
-            f"{o.version}; {plural(o.points, 'point')}; power: {o.power.label}.",
+            f"{o.version}; {plural(o.points, 'point')}; grade {o.grade or 'undeclared'}; power: "
+            f"{o.power.label}; stability: {_stability(o)}"
+            + (f"; deciding branch {o.power.branch}" if o.power.branch else "")
+            + ".",
+            "",
+            (
+                "Decisive."
+                if o.assessment.decisive
+                else "Not decisive: " + "; ".join(o.assessment.lacks) + "."
+            ),
             "",
             o.statement,
             "",
