@@ -505,6 +505,48 @@ FLAG_VARIANTS: dict[str, tuple[str, dict]] = {
     "t5/relative_attention_max_distance=6": ("t5", {"relative_attention_max_distance": 6}),
 }
 
+_BERTS = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 40}
+for _mt in ("bert", "roberta", "camembert", "xlm-roberta"):
+    ENCODER_CONFIGS[_mt] = (_mt, {**_BERTS, "pad_token_id": 1}, "AutoModel", "ids", 12)
+    FLAG_VARIANTS[f"{_mt}/is_decoder=True"] = (_mt, {"is_decoder": True})
+ENCODER_CONFIGS["albert"] = (
+    "albert",
+    {**_BERTS, "num_hidden_layers": 4, "num_hidden_groups": 2, "embedding_size": 16},
+    "AutoModel",
+    "ids",
+    12,
+)
+ENCODER_CONFIGS["gpt2"] = ("gpt2", {"n_embd": 32, "n_layer": 2, "n_head": 4}, "AutoModel", "ids", 12)
+FLAG_VARIANTS.update(
+    {
+        "albert/inner_group_num=2": ("albert", {"inner_group_num": 2}),
+        "gpt2/scale_attn_weights=False": ("gpt2", {"scale_attn_weights": False}),
+        "gpt2/scale_attn_by_inverse_layer_idx=True": ("gpt2", {"scale_attn_by_inverse_layer_idx": True}),
+        "gpt2/reorder_and_upcast_attn=True": ("gpt2", {"reorder_and_upcast_attn": True}),
+        "falcon/multi_query=False": ("falcon-mq", {"multi_query": False}),
+        "falcon/new_decoder_architecture=True": (
+            "falcon-mha",
+            {"new_decoder_architecture": True, "num_kv_heads": 2},
+        ),
+        "gemma3_text/query_pre_attn_scalar=2": ("gemma3_text", {"query_pre_attn_scalar": 2}),
+        "gemma3_text/sliding_window=3": ("gemma3_text", {"sliding_window": 3}),
+    }
+)
+for _name in (
+    "cohere",
+    "gemma",
+    "gemma2",
+    "granite",
+    "mixtral",
+    "olmo",
+    "olmo2",
+    "qwen3",
+    "qwen3_moe",
+    "starcoder2",
+    "stablelm",
+):
+    FLAG_VARIANTS[f"{_name}/rope_parameters=linear"] = (_name, {"rope_parameters": _LINEAR_ROPE})
+
 #: "family/field=value" -> (base, overrides, the message ``load`` and ``inspect`` give)
 REFUSED_VARIANTS: dict[str, tuple[str, dict, str]] = {
     "olmo/clip_qkv=2.0": ("olmo", {"clip_qkv": 2.0}, r"config\.clip_qkv: expected none .* got 2\.0"),
@@ -527,4 +569,10 @@ def build_variant(name: str, seed: int = 0) -> tuple[torch.nn.Module, dict]:
     rope = over.get("rope_parameters")
     kw = {**kw, **{k: v for k, v in over.items() if k != "rope_parameters"}}
     model, inputs = _build(mt, kw, cls, kind, n, seed, rope=rope)
+    if name in FLOAT32_ONLY:
+        return model, inputs
     return model.double().eval(), {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
+
+
+#: variants whose reference runs in float32 only (GPT-2's reordered, upcast attention insists on it)
+FLOAT32_ONLY = ("gpt2/reorder_and_upcast_attn=True",)
