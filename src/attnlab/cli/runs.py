@@ -9,6 +9,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from attnlab.cli import claimtools
 from attnlab.cli.claimtools import check_dest, report_progress, screenshot
 from attnlab.cli.common import JsonOpt, UsageError, check_device, emit_json, err_console, out_console
 from attnlab.cli.runopts import (
@@ -277,7 +278,7 @@ def reproduce(
         if not claims:
             raise UsageError("--only", "a prefix of at least one claim id", only)
     if dry_run:
-        dry_run(claims, profile, seed, sets, out, workers, device, json_out)
+        claimtools.dry_run(claims, profile, seed, sets, out, workers, device, json_out)
         return
     summary = execute_run(
         claims,
