@@ -46,7 +46,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from attnlab.engine.grid import CONTROL_KEY, REP_KEY
+from attnlab.engine.grid import CELL_KEY, CONTROL_KEY, REP_KEY
 
 __all__ = [
     "In",
@@ -378,7 +378,7 @@ def check_params(params_cls: type, given: Mapping[str, Any], where: str = "--set
     names = [f.name for f in dataclasses.fields(params_cls)]
     out = {}
     for k, v in given.items():
-        if k in (REP_KEY, CONTROL_KEY):
+        if k in (REP_KEY, CONTROL_KEY, CELL_KEY):
             out[k] = v
             continue
         if k not in hints:
