@@ -394,6 +394,28 @@ def _build(
     return model.float().eval(), inputs
 
 
+_MLA = {
+    **_BASE,
+    "num_key_value_heads": 4,
+    "kv_lora_rank": 10,
+    "qk_nope_head_dim": 6,
+    "qk_rope_head_dim": 4,
+    "v_head_dim": 10,
+    "moe_intermediate_size": 16,
+    "n_routed_experts": 2,
+    "num_experts_per_tok": 1,
+    "n_shared_experts": 1,
+    "first_k_dense_replace": 1,
+    "max_position_embeddings": 64,
+}
+FAMILY_CONFIGS["deepseek_v2"] = ("deepseek_v2", {**_MLA, "q_lora_rank": None}, 12)
+FAMILY_CONFIGS["deepseek_v3"] = (
+    "deepseek_v3",
+    {**_MLA, "q_lora_rank": 12, "n_group": 1, "topk_group": 1},
+    12,
+)
+
+
 # ------------------------------------------------------------------------------------------------
 # the config-flag matrix: every attention-relevant config field at a non-default value
 
@@ -547,10 +569,41 @@ for _name in (
 ):
     FLAG_VARIANTS[f"{_name}/rope_parameters=linear"] = (_name, {"rope_parameters": _LINEAR_ROPE})
 
+_YARN_MSCALE = {
+    "rope_type": "yarn",
+    "factor": 4.0,
+    "original_max_position_embeddings": 8,
+    "mscale": 0.7,
+    "mscale_all_dim": 1.0,
+}
+FLAG_VARIANTS.update(
+    {
+        "deepseek_v2/q_lora_rank=12": ("deepseek_v2", {"q_lora_rank": 12}),
+        "deepseek_v2/attention_bias=True": ("deepseek_v2", {"attention_bias": True, "q_lora_rank": 12}),
+        "deepseek_v2/v_head_dim=7": ("deepseek_v2", {"v_head_dim": 7}),
+        "deepseek_v2/rope_parameters=yarn": ("deepseek_v2", {"rope_parameters": _YARN_MSCALE}),
+        "deepseek_v3/q_lora_rank=None": ("deepseek_v3", {"q_lora_rank": None}),
+        "deepseek_v3/rope_interleave=False": ("deepseek_v3", {"rope_interleave": False}),
+        "deepseek_v3/v_head_dim=14": ("deepseek_v3", {"v_head_dim": 14}),
+        "deepseek_v3/attention_bias=True": ("deepseek_v3", {"attention_bias": True}),
+        "deepseek_v3/rope_parameters=yarn": ("deepseek_v3", {"rope_parameters": _YARN_MSCALE}),
+    }
+)
+
 #: "family/field=value" -> (base, overrides, the message ``load`` and ``inspect`` give)
 REFUSED_VARIANTS: dict[str, tuple[str, dict, str]] = {
     "olmo/clip_qkv=2.0": ("olmo", {"clip_qkv": 2.0}, r"config\.clip_qkv: expected none .* got 2\.0"),
     "falcon/alibi=True": ("falcon-mha", {"alibi": True}, r"config\.alibi: expected false .* got true"),
+    "deepseek_v2/num_key_value_heads=2": (
+        "deepseek_v2",
+        {"num_key_value_heads": 2},
+        r"config\.num_key_value_heads: expected 4 .* got 2",
+    ),
+    "deepseek_v3/num_key_value_heads=1": (
+        "deepseek_v3",
+        {"num_key_value_heads": 1},
+        r"config\.num_key_value_heads: expected 4 .* got 1",
+    ),
 }
 
 

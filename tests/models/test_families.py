@@ -50,7 +50,17 @@ def test_family_matches_transformers(name: str, tmp_path, capsys) -> None:
         rc == 0 and data["model_type"] == FAMILY_CONFIGS[name][0] and len(data["layers"]) == data["n_layers"]
     )
     assert data["token_level"] is False  # no tokenizer saved: skipped, with a note
-    nonbilinear = name in ("qwen3", "qwen3_moe", "gemma2", "gemma3_text", "olmo2", "stablelm", "cohere")
+    nonbilinear = name in (
+        "qwen3",
+        "qwen3_moe",
+        "gemma2",
+        "gemma3_text",
+        "olmo2",
+        "stablelm",
+        "cohere",
+        "deepseek_v2",
+        "deepseek_v3",
+    )
     assert data["scores_bilinear"] is (not nonbilinear)
     assert ("not a bilinear form" in data["note"]) is nonbilinear
 

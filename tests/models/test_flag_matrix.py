@@ -105,6 +105,9 @@ SIZES = {
     "num_hidden_layers",
     "n_layer",
     "num_layers",
+    "kv_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
 }
 
 
@@ -217,7 +220,7 @@ def render_matrix() -> str:
         read = attention_path_fields(mt)
         t = {f for f in read if ALIASES.get((mt, f), f) in tested.get(mt, set())}
         r = read & refused.get(mt, set())
-        s = (read & SIZES) - t
+        s = (read & SIZES) - t - r
         rope = {"max_position_embeddings"} & read - t if "rope_parameters" in read else set()
         rest = read - t - r - s - rope
         cells = [", ".join(f"`{f}`" for f in sorted(c)) or "—" for c in (t, r, s, rope, rest)]

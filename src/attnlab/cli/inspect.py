@@ -102,11 +102,38 @@ def run_inspect(
                 except (ValueError, OSError) as exc:
                     note = f"token-level diagnostics skipped: {' '.join(str(exc).split())}"
         diag = dg.diagnose(heads, traces, progress=progress)
-    if note:
+    notes = [n for n in (note, _latent_note(heads)) if n]
+    if notes:
         import dataclasses
 
-        diag = dataclasses.replace(diag, notes=(*diag.notes, note))
+        diag = dataclasses.replace(diag, notes=(*diag.notes, *notes))
     return diag
+
+
+def _latent_note(heads: Any) -> str | None:
+    """What the HDI means for heads that share a latent (multi-head latent attention), with the nulls of
+    random subspaces inside the latents beside the usual ones in R^d."""
+    mla = heads.extra.get("mla")
+    if not mla:
+        return None
+    r, rq, N, R, V = (
+        mla[k] for k in ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+    )
+    k_null = f"{1 - (N + R) / (r + R):.4f}" if N <= r else "undefined"
+    v_null = f"{1 - V / r:.4f}" if V <= r else "undefined"
+    q_part = (
+        f", Q heads in the {rq}-dim query latent (null {1 - (N + R) / rq:.4f})"
+        if rq is not None and N + R <= rq
+        else ""
+    )
+    return (
+        f"multi-head latent attention: every head's keys lie in the span of one {r}-dim latent and one "
+        f"shared {R}-dim rotary key, and its values in the latent, so the K and V HDI are bounded by that "
+        f"subspace; random subspaces inside it give HDI {k_null} (K) and {v_null} (V) instead of the null "
+        f"in R^d{q_part}; "
+        "QK spectra and M_h use the non-rotary (bilinear) coordinates, scores also carry per-token latent "
+        "RMS factors"
+    )
 
 
 def _check_csv_path(path: Path) -> None:

@@ -264,6 +264,8 @@ def diagnose(
         layer = heads.layers[i]
         WQ, WK, WV, WO = (getattr(layer, n).to(_DT) for n in ("W_Q", "W_K", "W_V", "W_O"))
         layer_scale = float(layer.scale)
+        # multi-head latent attention: spectra and M_h from the non-rotary (bilinear) coordinates
+        bil = getattr(layer, "bilinear_slice", slice(None))
         del layer
         dev = WQ.device
         kv = torch.arange(H, device=dev) // r
@@ -281,9 +283,11 @@ def diagnose(
         row["hdi_null"] = 1.0 - k / d if k <= d else math.nan  # the subspace null mean, whatever H
         row.setdefault("hdi_null_sd", math.nan)
         scale = torch.tensor(layer_scale, dtype=_DT, device=dev)
-        spec = qk_spectra(WQ, WK, scale, kv_index=kv)  # (H, ...)
-        fd = flow_defects(WQ, WKe, WVe, WO, scale)
-        cross = grouped_cross_products(WQ, WK, kv)  # (H, H)
+        spec = qk_spectra(WQ[..., bil], WK[..., bil], scale, kv_index=kv)  # (H, ...)
+        keep = torch.zeros(k, dtype=_DT, device=dev)
+        keep[bil] = 1.0  # flow defects need W_Q, W_K as wide as W_V: other coordinates zeroed instead
+        fd = flow_defects(WQ * keep, WKe * keep, WVe, WO, scale)
+        cross = grouped_cross_products(WQ[..., bil], WK[..., bil], kv)  # (H, H)
         if H > 1:
             off = ~torch.eye(H, dtype=torch.bool, device=dev)
             c_off = cross.masked_fill(~off, float("nan"))

@@ -3,7 +3,8 @@
 Families: BERT/MiniLM/RoBERTa (``bert``), ALBERT (``albert``, shared layers), GPT-2 (``gpt2``, fused
 Conv1D), and the ``q/k/v/o`` decoders of :mod:`attnlab.models.decoder` (Llama, Mistral, Mixtral,
 Qwen2/3, Gemma 1/2/3, Phi, Phi-3, OLMo 1/2, Granite, StarCoder2, StableLM, Cohere, GPT-J, GPT-Neo,
-OPT); GGUF files (:mod:`attnlab.models.gguf_file`) through the same converters; grouped K/V are kept
+OPT), multi-head latent attention (DeepSeek-V2/V3, :mod:`attnlab.models.mla`); GGUF files
+(:mod:`attnlab.models.gguf_file`) through the same converters; grouped K/V are kept
 unexpanded. :data:`REFUSED` names the architectures that are not
 reproduced exactly, each with its reason. With ``stream=True`` layers are read from the checkpoint
 one at a time, in its dtype.
@@ -25,7 +26,7 @@ from typing import Any
 import torch
 
 from attnlab.core.heads import HeadWeights
-from attnlab.models import albert, bert, decoder, encoders, fused, gpt2
+from attnlab.models import albert, bert, decoder, encoders, fused, gpt2, mla
 from attnlab.models.checkpoint import bundled_model_path, offline, read_config, read_folder, resolve_folder
 from attnlab.models.gguf_file import is_gguf, read_gguf
 
@@ -51,6 +52,7 @@ FAMILIES: dict[str, ModuleType] = {
     "decoder": decoder,
     "fused": fused,
     "encoders": encoders,
+    "mla": mla,
 }
 
 #: model_type -> why it is refused (not reproduced exactly by HeadWeights)
@@ -67,6 +69,8 @@ REFUSED_FEATURES: dict[str, str] = {
     "bert-family with position_embedding_type relative_key(_query)": "relative position embeddings inside "
     "the scores are not reproduced",
     "rope_type outside default/linear/dynamic/llama3/yarn/longrope": "only these six variants are reproduced",
+    "deepseek_v2/v3 with num_key_value_heads != num_attention_heads": "every head reads its own key from "
+    "the shared latent; grouping the expanded keys is not reproduced",
 }
 BUNDLED_NAME = "all-MiniLM-L6-v2"
 
