@@ -337,7 +337,8 @@ def _compare_figure(folder: Path, diags: list[Any]) -> list[str]:
 def inspect_command(
     paths: list[str] = typer.Argument(
         None,
-        help="Local Hugging Face checkpoint folders or GGUF files, or 'minilm' (the bundled "
+        help="Local Hugging Face checkpoint folders or GGUF files, hub ids ORG/NAME found in the local "
+        "Hugging Face cache (HF_HUB_CACHE, HF_HOME, ~/.cache/huggingface), or 'minilm' (the bundled "
         "all-MiniLM-L6-v2); several compare the models.",
     ),
     json_out: bool = JsonOpt,
@@ -356,6 +357,12 @@ def inspect_command(
     list_architectures: bool = typer.Option(
         False, "--list-architectures", help="Print the supported and refused architectures and exit."
     ),
+    download: bool = typer.Option(
+        False,
+        "--download",
+        help="Fetch hub ids (ORG/NAME) not in the local Hugging Face cache from the Hub (network); "
+        "without it nothing is ever downloaded.",
+    ),
 ) -> None:
     """Inspect real models' attention heads: diversity vs the null, QK spectra, flow defects, entropy."""
     if list_architectures:
@@ -368,6 +375,15 @@ def inspect_command(
         _check_csv_path(csv_path)
     if figures is not None:
         _check_figures_path(figures)
+    if download:
+        from attnlab.models import hub
+
+        for src in paths:
+            if hub.is_hub_id(src):
+                try:
+                    hub.resolve(src)
+                except ValueError:  # not in the cache: the user asked for the network
+                    hub.download(src)
     diags = _diagnose_all(paths, text, dtype, show_progress=not json_out)
     if csv_path is not None:
         # one table for all models; a model column whenever several are compared

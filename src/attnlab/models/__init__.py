@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from attnlab.core.heads import HeadWeights
-from attnlab.models import albert, bert, decoder, encoders, fused, gpt2, mla
+from attnlab.models import albert, bert, decoder, encoders, fused, gpt2, hub, mla
 from attnlab.models.checkpoint import bundled_model_path, offline, read_config, read_folder, resolve_folder
 from attnlab.models.gguf_file import is_gguf, read_gguf
 
@@ -148,11 +148,14 @@ def from_transformers(
 
 
 def resolve_source(source: str | os.PathLike) -> tuple[Path, str]:
-    """The checkpoint folder and a display name for ``"minilm"`` or a path."""
+    """The checkpoint folder and a display name for ``"minilm"``, a path, or a hub id ``ORG/NAME`` found
+    in the local Hugging Face cache (:mod:`attnlab.models.hub`)."""
     if isinstance(source, str) and source.lower() in ("minilm", "all-minilm-l6-v2", BUNDLED_NAME.lower()):
         return bundled_model_path(), BUNDLED_NAME
     if is_gguf(source):  # a single GGUF file: its folder holds no config.json
         return Path(source).parent, Path(source).stem
+    if hub.is_hub_id(source):  # ORG/NAME, not a local path: the local Hugging Face cache, never the network
+        return hub.resolve(str(source)), str(source)
     folder = resolve_folder(source)
     return folder, Path(source).name or str(source)
 
@@ -171,7 +174,8 @@ def load(
     ----------
     source : "minilm", path, transformers model or state dict
         ``"minilm"`` (default) is the bundled all-MiniLM-L6-v2; a path is a local Hugging Face folder
-        (or a weights file inside one, or a ``.gguf`` file); a state dict needs ``config``.
+        (or a weights file inside one, or a ``.gguf`` file); ``ORG/NAME`` is a model in the local Hugging
+        Face cache (``HF_HUB_CACHE``, ``HF_HOME``, the default cache); a state dict needs ``config``.
     config : mapping or transformers config, optional
         required with a state dict, ignored otherwise.
     dtype : torch.dtype or None
