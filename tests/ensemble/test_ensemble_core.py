@@ -14,7 +14,16 @@ from sklearn.base import clone
 
 from attnlab.core.geometry import diversity, principal_angles
 from attnlab.ensemble import nw_estimate
-from attnlab.ensemble.budget import budget_splits, budget_sweep, continuous_optimum, fit_power_law
+from attnlab.ensemble.budget import (
+    averaging_floor,
+    budget_splits,
+    budget_sweep,
+    combine_heads,
+    continuous_optimum,
+    fit_power_law,
+    limit_mse,
+    radial_limit,
+)
 from attnlab.ensemble.data import RegressionTask
 from attnlab.ensemble.decomposition import (
     decompose,
@@ -426,6 +435,98 @@ def test_budget_sweep_shapes():
     assert list(sw.d_k) == [1, 2, 4] and list(sw.heads) == [4, 2, 1]
     np.testing.assert_allclose(sw.mse, sw.bias2 + sw.variance_part, rtol=1e-12)
     assert sw.best_d_k in (1, 2, 4)
+
+
+def test_budget_sweep_averaged_is_the_decomposition_of_the_uniform_ensemble():
+    # independent computation: decompose() on the same layout, queries and samples as the sweep draws them
+    task = RegressionTask(d=6, target="radial", noise=0.5)
+    sw = budget_sweep(task, 6, 40, 3, 12, c=2.0, seed=5, max_d_k=5)
+    k = 2
+    W = projection_layout("random", 3, 6, k, 2.0, generator=_g(5 + 7919 * k))
+    dec = decompose(task, W, torch.full((3,), 1 / 3, dtype=DT), 40, 12, 3, _g(5))
+    it = dec.integrated()
+    i = list(sw.d_k).index(k)
+    assert sw.mse[i] == pytest.approx(it["mse"], rel=1e-12)
+    assert sw.variance_part[i] == pytest.approx(it["variance"] + it["covariance"], rel=1e-10)
+
+
+def test_combine_heads_weightings():
+    g = _g(11)
+    truth = torch.randn(40, generator=g, dtype=DT)  # (m,)
+    preds = torch.randn(6, 3, 40, generator=g, dtype=DT)  # (R, H, m)
+    avg = combine_heads(preds, truth, "averaged")
+    dec = decompose_predictions(preds, truth, torch.full((3,), 1 / 3, dtype=DT)).integrated()
+    assert avg["mse"] == pytest.approx(dec["mse"], rel=1e-12)
+    assert avg["bias2"] == pytest.approx(dec["bias2"], rel=1e-12)
+    assert avg["variance"] == pytest.approx(dec["variance"] + dec["covariance"], rel=1e-10)
+    summed = combine_heads(preds, truth, "summed")
+    assert summed["mse"] == pytest.approx(float((preds.sum(1) - truth).square().mean()), rel=1e-12)
+    # planted: the truth is exactly 2·head 0 − head 2 at every replication and query; fitted weights
+    # found on the other replications and queries recover it (MSE 0 to rounding), averaging cannot
+    planted = preds.clone()
+    planted[:, 0] = truth + 0.3 * torch.randn(6, 40, generator=g, dtype=DT)
+    planted[:, 2] = 2 * planted[:, 0] - truth
+    fit = combine_heads(planted, truth, "fitted")
+    assert fit["mse"] < 1e-20 and combine_heads(planted, truth, "averaged")["mse"] > 0.01
+    assert fit["mse"] == pytest.approx(fit["bias2"] + fit["variance"], abs=1e-24)
+
+
+def test_averaging_floor_against_monte_carlo_and_the_limit_of_vanishing_width():
+    # independent computation: Monte Carlo of f − mean_h E[f | U_hᵀx] for orthogonal frames
+    d, H, k = 12, 3, 4
+    U = projection_layout("orthogonal", H, d, k, 1.0, generator=_g(2))  # (H, d, k)
+    X = torch.randn(400_000, d, generator=_g(3), dtype=DT)
+    f = (X.square().sum(1) - d) / math.sqrt(2 * d)
+    z = torch.einsum("nd,hdk->hnk", X, U)
+    g = ((z.square().sum(-1) - k) / math.sqrt(2 * d)).mean(0)
+    err = (f - g).square()
+    floor = averaging_floor(d, k, H)  # 1 − 8/12 + 4/36 = 0.4444
+    assert floor == pytest.approx(1 - 2 * k / d + k / (d * H))
+    # Monte Carlo tolerance: 4 standard errors of the mean squared error over 4e5 draws
+    assert float(err.mean()) == pytest.approx(floor, abs=4 * float(err.std()) / math.sqrt(err.numel()))
+    # the limit's closed form at a vanishing kernel width reaches the floor (to the width 1e-9)
+    G, b = radial_limit(U, 1e9)
+    assert limit_mse(G, b, "averaged") == pytest.approx(floor, abs=1e-7)
+    assert limit_mse(G, b, "summed") == pytest.approx(
+        averaging_floor(d, k, 1) * 0 + (d - H * k) / d, abs=1e-7
+    )
+    with pytest.raises(ValueError, match="H·d_k"):
+        averaging_floor(8, 4, 3)
+
+
+def test_radial_limit_is_the_large_sample_nw_estimate_and_its_moments():
+    # per query: the NW estimate at n = 2e5 noise-free samples against m_h(q) from (G, b)'s formula
+    d, H, k, c = 4, 2, 1, 1.5
+    task = RegressionTask(d=d, target="radial", noise=0.0)
+    W = projection_layout("random", H, d, k, c, generator=_g(4))  # (H, d, k)
+    scale = 1 / math.sqrt(k)
+    Q = torch.randn(8, d, generator=_g(5), dtype=DT)
+    X, y = task.sample(200_000, _g(6))
+    nw = head_predictions(Q, X.unsqueeze(0), y.unsqueeze(0), W, scale=scale, kernel="gaussian")[0]  # (H, m)
+    eye = torch.eye(d, dtype=DT)
+    Sig = torch.linalg.inv(eye + scale * W @ W.transpose(-1, -2))
+    M2 = (eye - Sig) @ (eye - Sig)
+    m = torch.einsum("qi,hij,qj->hq", Q, M2, Q) + torch.diagonal(Sig, dim1=-2, dim2=-1).sum(-1)[:, None] - d
+    m = m / math.sqrt(2 * d)
+    # tolerance: the NW estimate's sampling sd at n = 2e5, d_k = 1 is about 1e-2 (Var f = 1 over ~1e4
+    # effective points); 0.05 is five of them
+    assert torch.allclose(nw, m, atol=0.05)
+    # the moments: sample averages of m_h(q) and f(q) over 2e5 queries against G and b
+    Z = torch.randn(200_000, d, generator=_g(7), dtype=DT)
+    mz = torch.einsum("qi,hij,qj->hq", Z, M2, Z) + torch.diagonal(Sig, dim1=-2, dim2=-1).sum(-1)[:, None] - d
+    mz = mz / math.sqrt(2 * d)
+    fz = task.f(Z)
+    G, b = radial_limit(W, scale)
+    # tolerance: 4 standard errors of each sample mean over 2e5 queries
+    se = float((mz[0] * mz[1]).std()) / math.sqrt(2e5)
+    assert float((mz[0] * mz[1]).mean()) == pytest.approx(G[0, 1], abs=4 * se)
+    assert float((fz * mz[0]).mean()) == pytest.approx(
+        b[0], abs=4 * float((fz * mz[0]).std()) / math.sqrt(2e5)
+    )
+    alpha = np.linalg.solve(G, b)
+    direct = float((fz - torch.einsum("h,hq->q", torch.from_numpy(alpha), mz)).square().mean())
+    assert limit_mse(G, b, "fitted") == pytest.approx(direct, abs=0.02)
+    assert limit_mse(G, b, "fitted") <= min(limit_mse(G, b, "averaged"), limit_mse(G, b, "summed")) + 1e-12
 
 
 def test_gaussian_underflow_fallback_matches_a_stabilised_loop():
