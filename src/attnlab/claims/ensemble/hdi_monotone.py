@@ -16,7 +16,9 @@ the same rule on its own and reported.
 Controls (one knob each): ``aligned-sine`` — the target ``sin(2 z_1)`` reads one direction, which every
 frame's shared part contains (``align``): identical heads see it, orthogonal ones cannot, so more
 diversity must raise the MSE (must fail); ``pure-noise`` — ``f = 0``: the MSE is the variance part
-alone, which falls as the heads decorrelate (must hold).
+alone, which falls as the heads decorrelate (must hold). Both outcomes come from the one rule on the
+frame-paired curves (branch "paired steps": "holds" passes the step check and the total, "fails" is the
+step check failing), so the aligned control exercises the check the test passes through.
 """
 
 from __future__ import annotations
@@ -109,6 +111,11 @@ def curve_status(curves: np.ndarray) -> tuple[str, dict]:
     return "inconclusive", nums
 
 
+#: One branch: "holds" needs the step check passed (no significant rise) and the total below 0, "fails" is
+#: the step check failed; both read the same frame-paired curves, so a control failing on a rise exercises
+#: a check the test's "holds" passed through.
+BRANCH = "paired steps"
+
 TOLERANCE = (
     f"frame-paired steps of the frame-mean MSE: any {STEP_LEVEL:.0%} t-interval above 0 fails; none and a "
     f"{TOTAL_LEVEL:.0%} t-interval of MSE(orthogonal) − MSE(identical) below 0 holds"
@@ -119,7 +126,11 @@ def verdict(rows: Sequence[Row]) -> Verdict:
     ok, failed = split(rows)
     if len(ok) < 2:
         return Verdict(
-            "inconclusive", {"frames": len(ok), "failed_points": failed}, TOLERANCE, "fewer than 2 frames"
+            "inconclusive",
+            {"frames": len(ok), "failed_points": failed},
+            TOLERANCE,
+            "fewer than 2 frames",
+            branch="too few frames",
         )
     mse = np.array([r.metrics["mse"] for r in ok])  # (F, A)
     var = np.array([r.metrics["var_part"] for r in ok])  # (F, A)
@@ -143,7 +154,7 @@ def verdict(rows: Sequence[Row]) -> Verdict:
         "variance_part_rises": v["significant_rises"],
         "failed_points": failed,
     }
-    return Verdict(status, numbers, TOLERANCE)
+    return Verdict(status, numbers, TOLERANCE, branch=BRANCH)
 
 
 _READING = (

@@ -1,8 +1,9 @@
 """``ensemble.single-head-smoother`` (docs/ensemble.md A1, A2): one head is already a low-variance smoother.
 
-Statement (the paper's premise): single-head attention, as an NW estimator, is already a low-variance
-kernel smoother; its variance follows the NW rate ``V ∝ σ² / (n h^{d_k})`` in the sample size n and
-the bandwidth h of its ``d_k``-dimensional projected space.
+Statement (the paper's premise, scoped to the Gaussian kernel): single-head attention read as an NW
+estimator with a Gaussian kernel (the dot-product kernel's weights when the projected keys have equal
+norms) is already a low-variance kernel smoother; its variance follows the NW rate
+``V ∝ σ² / (n h^{d_k})`` in the sample size n and the bandwidth h of its ``d_k``-dimensional projected space.
 
 Setting: one head ``W = c·U`` (random ``d_k``-frame in ``R^d``), Gaussian kernel at scale ``1/√d_k``,
 so the kernel's standard deviation in the projected space is ``h = d_k^{1/4}/c``; pure-noise target
@@ -132,8 +133,9 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         "points": len(ok),
         "failed_points": failed,
     }
-    status = "holds" if abs(fit["p"] - pred("rate", -1.0)) <= 2 * se else "fails"
-    return Verdict(status, numbers, TOLERANCE)
+    rate = pred("rate", -1.0)
+    status = "holds" if abs(fit["p"] - rate) <= 2 * se else "fails"
+    return Verdict(status, numbers, TOLERANCE, branch="rate", band=2 * se / abs(rate))
 
 
 _READING = (
@@ -147,8 +149,10 @@ CLAIM = Claim(
     kind="theorem",
     grade="evidence",
     paper="A",
-    statement="A single attention head (an NW estimator) is already a low-variance smoother: its variance "
-    "falls like σ²/(n h^{d_k}) in the sample size n and the bandwidth h.",
+    statement="A single head with a Gaussian kernel (attention read as an NW estimator, as for keys of equal "
+    "norm) is already a low-variance smoother: its variance falls like σ²/(n h^{d_k}) in the sample size n "
+    "and the bandwidth h. Scoped to the Gaussian kernel: attention's own dot-product kernel with "
+    "unnormalised keys is not local, and is the failing control.",
     version=2,
     params=Params,
     grids={
