@@ -251,6 +251,11 @@ def test_stability_command_dry_run_json_and_power_from_a_store_without_the_claim
         assert code == 2 and arg in err
     code, _, err = cli("claims", "stability")
     assert code == 2 and "one claim id or --all" in err
+    for bad in (["--all", "--only", ""], ["--all", "--only", "nope."], ["test.coin", "--only", "test."]):
+        code, _, err = cli("claims", "stability", *bad, "--dry-run")
+        assert code == 2 and "--only" in err
+    code, out, _ = cli("claims", "stability", "--all", "--only", "test.kno", "--dry-run", "--json")
+    assert {c["id"] for c in json.loads(out)["claims"]} == {"test.knobbed", "test.knob-agrees"}
     # claims power re-decides with the claim's code ...
     code, out, _ = cli("claims", "power", "--all", "--json")
     rec = json.loads(out)["claims"][0]

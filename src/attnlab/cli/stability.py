@@ -49,6 +49,9 @@ def _stabilities(out: Path, ids: list[str]) -> list[dict]:
 def claims_stability(
     claim_id: str = typer.Argument(None, metavar="[ID]", help="A claim id (or --all)."),
     all_claims_: bool = typer.Option(False, "--all", help="Every registered claim."),
+    only: str = typer.Option(
+        None, "--only", help="With --all: only claims whose id starts with this prefix."
+    ),
     n_seeds: int = typer.Option(
         3, "--seeds", help="Further root seeds to run: --seed + 1 … --seed + K (default 3)."
     ),
@@ -77,12 +80,18 @@ def claims_stability(
 
     if (claim_id is None) == (not all_claims_):
         raise UsageError("ID", "one claim id or --all (not both)", claim_id)
+    if only is not None and not all_claims_:
+        raise UsageError("--only", "to be given with --all", only)
     if not 1 <= n_seeds <= MAX_SEEDS:
         raise UsageError("--seeds", f"an integer from 1 to {MAX_SEEDS} (further root seeds)", n_seeds)
     check_common(profile, backend, workers, seed, out, threads)
     if seed + n_seeds > SEED_MAX:
         raise UsageError("--seed", f"an integer <= {SEED_MAX - n_seeds} with --seeds {n_seeds}", seed)
     claims = all_claims() if claim_id is None else [get_claim(claim_id)]
+    if only is not None:
+        claims = [c for c in claims if c.id.startswith(only)]
+        if not only or not claims:
+            raise UsageError("--only", "a prefix of at least one claim id", only)
     seeds = [seed, *range(seed + 1, seed + n_seeds + 1)]
     if dry:
         dry_run(claims, profile, seed, None, out, workers, device, json_out, seeds=seeds)
