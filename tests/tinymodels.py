@@ -416,6 +416,38 @@ FAMILY_CONFIGS["deepseek_v3"] = (
 )
 
 
+FAMILY_CONFIGS["qwen2_moe"] = (
+    "qwen2_moe",
+    {
+        **_GQA,
+        "num_experts": 2,
+        "num_experts_per_tok": 1,
+        "moe_intermediate_size": 16,
+        "shared_expert_intermediate_size": 16,
+    },
+    12,
+)
+FAMILY_CONFIGS["xglm"] = (
+    "xglm",
+    {"d_model": 32, "num_layers": 2, "attention_heads": 4, "ffn_dim": 40, "max_position_embeddings": 64},
+    12,
+)
+ENCODER_CONFIGS["codegen"] = (
+    "codegen",
+    {"n_embd": 32, "n_layer": 2, "n_head": 4, "rotary_dim": 4, "n_positions": 64},
+    "AutoModel",
+    "ids",
+    12,
+)
+ENCODER_CONFIGS["mpt"] = (
+    "mpt",
+    {"d_model": 48, "n_layers": 2, "n_heads": 6, "max_seq_len": 64},
+    "AutoModel",
+    "ids",
+    12,
+)
+
+
 # ------------------------------------------------------------------------------------------------
 # the config-flag matrix: every attention-relevant config field at a non-default value
 
@@ -590,10 +622,40 @@ FLAG_VARIANTS.update(
     }
 )
 
+FLAG_VARIANTS.update(
+    {
+        "qwen2_moe/use_sliding_window=True": (
+            "qwen2_moe",
+            {"use_sliding_window": True, "sliding_window": 3, "max_window_layers": 2},
+        ),
+        "qwen2_moe/qkv_bias=False": ("qwen2_moe", {"qkv_bias": False}),
+        "qwen2_moe/rope_parameters=linear": ("qwen2_moe", {"rope_parameters": _LINEAR_ROPE}),
+        "xglm/scale_embedding=False": ("xglm", {"scale_embedding": False}),
+        "codegen/rotary_dim=8": ("codegen", {"rotary_dim": 8}),
+        "mpt/attn_config=softmax_scale": ("mpt", {"attn_config": {"softmax_scale": 0.2}}),
+        "mpt/n_heads=8": ("mpt", {"n_heads": 8, "d_model": 32}),
+    }
+)
+
 #: "family/field=value" -> (base, overrides, the message ``load`` and ``inspect`` give)
 REFUSED_VARIANTS: dict[str, tuple[str, dict, str]] = {
     "olmo/clip_qkv=2.0": ("olmo", {"clip_qkv": 2.0}, r"config\.clip_qkv: expected none .* got 2\.0"),
     "falcon/alibi=True": ("falcon-mha", {"alibi": True}, r"config\.alibi: expected false .* got true"),
+    "mpt/attn_config=clip_qkv": (
+        "mpt",
+        {"attn_config": {"clip_qkv": 2.0}},
+        r"config\.attn_config\.clip_qkv: expected null .* got 2\.0",
+    ),
+    "mpt/attn_config=qk_ln": (
+        "mpt",
+        {"attn_config": {"qk_ln": True}},
+        r"config\.attn_config\.qk_ln: expected false .* got true",
+    ),
+    "mpt/attn_config=alibi_bias_max": (
+        "mpt",
+        {"attn_config": {"alibi_bias_max": 16}},
+        r"config\.attn_config\.alibi_bias_max: expected 8 .* got 16",
+    ),
     "deepseek_v2/num_key_value_heads=2": (
         "deepseek_v2",
         {"num_key_value_heads": 2},
@@ -627,5 +689,6 @@ def build_variant(name: str, seed: int = 0) -> tuple[torch.nn.Module, dict]:
     return model.double().eval(), {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
 
 
-#: variants whose reference runs in float32 only (GPT-2's reordered, upcast attention insists on it)
-FLOAT32_ONLY = ("gpt2/reorder_and_upcast_attn=True",)
+#: variants whose reference runs in float32 only (GPT-2's reordered, upcast attention insists on it;
+#: XGLM clamps its scores with a float32 constant of float64's minimum, which overflows)
+FLOAT32_ONLY = ("gpt2/reorder_and_upcast_attn=True", "xglm/scale_embedding=False")

@@ -147,6 +147,8 @@ def test_encoder_and_fused_families_match_transformers(name: str, tmp_path, caps
         ({"model_type": "olmo", "clip_qkv": 8.0}, r"config.clip_qkv: expected none"),
         ({"model_type": "falcon", "alibi": True}, r"config.alibi: expected false"),
         ({"model_type": "bert", "position_embedding_type": "relative_key"}, r"position_embedding_type"),
+        ({"model_type": "mamba"}, r"expected a model with attention layers, got 'mamba' \(a state-space"),
+        ({"model_type": "rwkv"}, r"got 'rwkv' \(a recurrent model .*: no attention layers\)"),
     ],
 )
 def test_refused_features_are_named(config: dict, message: str, tmp_path) -> None:

@@ -26,7 +26,7 @@ from tinymodels import FLAG_VARIANTS, REFUSED_VARIANTS, _base, build_variant  # 
 
 # Both sides compute in float64 (~1e-16 per operation) except where the reference itself rounds to
 # float32: its RoPE tables (cos/sin from float32 angles: ~6e-8 relative, scores of O(10) move
-# probabilities by ≲1e-6), the softmax of GPT-BigCode, OPT and ViT (taken in float32: ~6e-8 relative
+# probabilities by ≲1e-6), the softmax of GPT-BigCode, OPT, ViT and MPT (taken in float32: ~6e-8 relative
 # on probabilities) and GPT-Neo's q and k (cast to float32). Block outputs sum 4 heads of O(1)
 # values: 10× the probability bound. Otherwise 1e-10 leaves room for summation order over d ≤ 36
 # coordinates and 12 keys.
@@ -34,7 +34,7 @@ from tinymodels import FLAG_VARIANTS, REFUSED_VARIANTS, _base, build_variant  # 
 EXACT = (1e-10, 1e-9)
 ROUNDED = (2e-6, 2e-5)
 SINGLE = (1e-5, 1e-4)
-FLOAT32_REFERENCE = ("gpt_bigcode", "opt", "vit", "gpt_neo")
+FLOAT32_REFERENCE = ("gpt_bigcode", "opt", "vit", "gpt_neo", "mpt")
 
 
 def _tolerances(heads, model) -> tuple[float, float]:
@@ -105,6 +105,8 @@ SIZES = {
     "num_hidden_layers",
     "n_layer",
     "num_layers",
+    "n_layers",
+    "attention_heads",
     "kv_lora_rank",
     "qk_nope_head_dim",
     "qk_rope_head_dim",
@@ -218,7 +220,7 @@ def render_matrix() -> str:
     lines = ["| model_type | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
     for mt in architectures()["supported"]:
         read = attention_path_fields(mt)
-        t = {f for f in read if ALIASES.get((mt, f), f) in tested.get(mt, set())}
+        t = {f for f in read if ALIASES.get((mt, f), f) in tested.get(mt, set())} - SIZES
         r = read & refused.get(mt, set())
         s = (read & SIZES) - t - r
         rope = {"max_position_embeddings"} & read - t if "rope_parameters" in read else set()

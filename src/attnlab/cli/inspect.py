@@ -234,6 +234,8 @@ def _list_architectures(json_out: bool) -> None:
         refused.add_row(mt, why)
     for what, why in arch["refused_configurations"].items():
         refused.add_row(what, why)
+    for mt, what in arch.get("no_attention", {}).items():
+        refused.add_row(mt, f"{what}: no attention layers")
     out_console.print(refused)
 
 

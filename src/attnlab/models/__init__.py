@@ -2,10 +2,11 @@
 
 Families: BERT/MiniLM/RoBERTa (``bert``), ALBERT (``albert``, shared layers), GPT-2 (``gpt2``, fused
 Conv1D), and the ``q/k/v/o`` decoders of :mod:`attnlab.models.decoder` (Llama, Mistral, Mixtral,
-Qwen2/3, Gemma 1/2/3, Phi, Phi-3, OLMo 1/2, Granite, StarCoder2, StableLM, Cohere, GPT-J, GPT-Neo,
-OPT), multi-head latent attention (DeepSeek-V2/V3, :mod:`attnlab.models.mla`); GGUF files
-(:mod:`attnlab.models.gguf_file`) through the same converters; grouped K/V are kept
-unexpanded. :data:`REFUSED` names the architectures that are not
+Qwen2/3 and their MoE, Gemma 1/2/3, Phi, Phi-3, OLMo 1/2, Granite, StarCoder2, StableLM, Cohere, GPT-J,
+GPT-Neo, OPT, XGLM), the fused-qkv decoders (GPT-NeoX, BLOOM, GPT-BigCode, Falcon, MPT, CodeGen), the
+encoders of :mod:`attnlab.models.encoders`, multi-head latent attention (DeepSeek-V2/V3,
+:mod:`attnlab.models.mla`); GGUF files (:mod:`attnlab.models.gguf_file`) through the same converters;
+grouped K/V are kept unexpanded. :data:`REFUSED` names the architectures that are not
 reproduced exactly, each with its reason. With ``stream=True`` layers are read from the checkpoint
 one at a time, in its dtype.
 
@@ -32,6 +33,7 @@ from attnlab.models.gguf_file import is_gguf, read_gguf
 
 __all__ = [
     "FAMILIES",
+    "NO_ATTENTION",
     "REFUSED",
     "REFUSED_FEATURES",
     "architectures",
@@ -62,6 +64,14 @@ REFUSED: dict[str, str] = {
     "deberta": "disentangled attention (as deberta-v2)",
 }
 
+#: model_type -> what it has instead of attention layers (nothing for attnlab to read)
+NO_ATTENTION: dict[str, str] = {
+    "mamba": "a state-space model (selective scan)",
+    "mamba2": "a state-space model (structured state-space duality)",
+    "falcon_mamba": "a state-space model (Mamba architecture)",
+    "rwkv": "a recurrent model (RWKV time mixing)",
+}
+
 #: configurations of supported families that are refused, and why
 REFUSED_FEATURES: dict[str, str] = {
     "olmo with clip_qkv": "q, k and v are clipped elementwise before attention (not a HeadWeights stage)",
@@ -69,6 +79,8 @@ REFUSED_FEATURES: dict[str, str] = {
     "bert-family with position_embedding_type relative_key(_query)": "relative position embeddings inside "
     "the scores are not reproduced",
     "rope_type outside default/linear/dynamic/llama3/yarn/longrope": "only these six variants are reproduced",
+    "mpt with attn_config clip_qkv, qk_ln, alibi false, alibi_bias_max != 8, prefix_lm or multi-query "
+    "attn_type": "transformers' MPT ignores or clips them; not reproduced",
     "deepseek_v2/v3 with num_key_value_heads != num_attention_heads": "every head reads its own key from "
     "the shared latent; grouping the expanded keys is not reproduced",
 }
@@ -81,6 +93,11 @@ def family_of(config: Mapping[str, Any]) -> str:
     for name, mod in FAMILIES.items():
         if mt in mod.MODEL_TYPES:
             return name
+    if mt in NO_ATTENTION:
+        raise ValueError(
+            f"model_type: expected a model with attention layers, got {mt!r} ({NO_ATTENTION[mt]}: "
+            "no attention layers)"
+        )
     if mt in REFUSED:
         raise ValueError(
             f"model_type: expected an architecture reproduced exactly, got {mt!r} ({REFUSED[mt]})"
@@ -90,11 +107,13 @@ def family_of(config: Mapping[str, Any]) -> str:
 
 
 def architectures() -> dict[str, Any]:
-    """``{"supported": {model_type: family}, "refused": {model_type: reason}}``."""
+    """``{"supported": {model_type: family}, "refused": {model_type: reason}, "no_attention": {...},
+    "refused_configurations": {...}}``."""
     sup = {t: name for name, m in FAMILIES.items() for t in m.MODEL_TYPES}
     return {
         "supported": dict(sorted(sup.items())),
         "refused": dict(sorted(REFUSED.items())),
+        "no_attention": dict(sorted(NO_ATTENTION.items())),
         "refused_configurations": dict(REFUSED_FEATURES),
     }
 

@@ -145,7 +145,14 @@ def layer_kinds(config: Mapping[str, Any], n_layers: int) -> list[str]:
     if mt == "qwen3_moe":  # no max_window_layers: every layer slides when the window is used
         use = bool(cfg.get("use_sliding_window", default=False)) and win is not None
         return ["sliding_attention" if use else "full_attention"] * n_layers
-    if mt in ("qwen2", "qwen3", "qwen2_moe"):
+    if mt == "qwen2_moe":  # layers i < max_window_layers with even i (1-based odd) slide
+        use = bool(cfg.get("use_sliding_window", default=False)) and bool(win)
+        first = int(cfg.get("max_window_layers", default=n_layers))
+        return [
+            "sliding_attention" if use and (i + 1) % 2 and i < first else "full_attention"
+            for i in range(n_layers)
+        ]
+    if mt in ("qwen2", "qwen3"):
         use = bool(cfg.get("use_sliding_window", default=False)) and win is not None
         first = int(cfg.get("max_window_layers", default=n_layers))
         return ["sliding_attention" if use and i >= first else "full_attention" for i in range(n_layers)]

@@ -36,6 +36,9 @@ Key map (per layer ``i``, under an optional prefix such as ``model.``; ``nn.Line
 | gpt_neo     | h.i.attn.attention.            | same as gptj                  | no score scale; local layers|
 |             |                                |                               | window i−j < W              |
 | opt         | decoder.layers.i.self_attn.    | q_proj k_proj v_proj out_proj | learned absolute positions  |
+| xglm        | layers.i.self_attn.            | same as opt (+ biases)        | sinusoidal positions        |
+| qwen2_moe   | layers.i.self_attn.            | q_proj k_proj v_proj o_proj   | windows on odd-numbered     |
+|             |                                | (+ q/k/v biases)              | layers < max_window_layers  |
 | modernbert  | layers.i.attn.                 | Wqkv = [q; k; v], Wo          | bidirectional; local layers |
 |             |                                |                               | see |i − j| ≤ window/2 and  |
 |             |                                |                               | use the local RoPE base     |
@@ -73,6 +76,7 @@ KEYS: dict[str, tuple[str, tuple[str, str | None, str | None, str]]] = {
             "qwen2",
             "qwen3",
             "qwen3_moe",
+            "qwen2_moe",
             "gemma",
             "gemma2",
             "gemma3_text",
@@ -89,6 +93,7 @@ KEYS: dict[str, tuple[str, tuple[str, str | None, str | None, str]]] = {
     "gptj": ("h.{i}.attn.", ("q_proj", "k_proj", "v_proj", "out_proj")),
     "gpt_neo": ("h.{i}.attn.attention.", ("q_proj", "k_proj", "v_proj", "out_proj")),
     "opt": ("layers.{i}.self_attn.", ("q_proj", "k_proj", "v_proj", "out_proj")),
+    "xglm": ("layers.{i}.self_attn.", ("q_proj", "k_proj", "v_proj", "out_proj")),
     "modernbert": ("layers.{i}.attn.", ("Wqkv", None, None, "Wo")),
 }
 MODEL_TYPES = tuple(KEYS)
@@ -103,7 +108,9 @@ def patterns(model_type: str) -> tuple[str, str]:
     return rf"(^|\.){mod}$", rf"(^|\.){mod}\.{names[3]}$"
 
 
-_NO_ROPE = ("gpt_neo", "opt")
+_NO_ROPE = ("gpt_neo", "opt", "xglm")
+#: families whose head width is always d_model / H (no head_dim field)
+_SPLIT_WIDTH = ("gptj", "gpt_neo", "opt", "xglm")
 
 
 def _check_supported(mt: str, cfg: ConfigView) -> None:
@@ -167,14 +174,14 @@ def convert(
     if mt not in KEYS:
         raise ValueError(f"model_type: expected one of {', '.join(KEYS)}, got {mt!r}")
     _check_supported(mt, cfg)
-    d = cfg.int("hidden_size", "n_embd")
-    H = cfg.int("num_attention_heads", "n_head", "num_heads")
+    d = cfg.int("hidden_size", "n_embd", "d_model")
+    H = cfg.int("num_attention_heads", "n_head", "num_heads", "attention_heads")
     L = cfg.int("num_hidden_layers", "n_layer", "num_layers")
     Hk = cfg.int("num_key_value_heads", default=H)
     if H % Hk:
         raise ValueError(f"config.num_key_value_heads: expected a divisor of {H}, got {Hk}")
-    k = cfg.int("head_dim", default=d // H) if mt not in ("gptj", "gpt_neo", "opt", "phi") else d // H
-    if H * k != d and mt in ("gptj", "gpt_neo", "opt", "phi"):
+    k = cfg.int("head_dim", default=d // H) if mt not in _SPLIT_WIDTH else d // H
+    if H * k != d and mt in _SPLIT_WIDTH:
         raise ValueError(f"config.hidden_size: expected a multiple of the head count {H}, got {d}")
     template, (nq, nk, nv, no) = KEYS[mt]
     p = find_prefix(state, template.format(i=0) + (nq + ".weight"), mt)

@@ -1,4 +1,4 @@
-"""Decoders with one fused ``query_key_value`` projection: GPT-NeoX (Pythia), BLOOM, GPT-BigCode, Falcon.
+"""Decoders with one fused ``qkv`` projection: GPT-NeoX (Pythia), BLOOM, GPT-BigCode, Falcon, MPT, CodeGen.
 
 Key maps (per layer ``i``, under an optional prefix; ``nn.Linear`` weights ``(out, in)``)::
 
@@ -14,17 +14,32 @@ Key maps (per layer ``i``, under an optional prefix; ``nn.Linear`` weights ``(ou
                  per head [q_h; k_h; v_h]. h.i.self_attention.dense -> W_O. RoPE (ALiBi refused:
                  the reference rounds the bias to bfloat16)
 
+    mpt          blocks.i.attn.Wqkv (3·d, d) rows [q; k; v], blocks.i.attn.out_proj -> W_O; no biases;
+                 ALiBi with MPT's slopes (below); scale attn_config.softmax_scale or k^-1/2
+    codegen      h.i.attn.qkv_proj (3·d, d): four blocks (the model-parallel shards it was trained
+                 with), block j rows [q_j; v_j; k_j] of d/4 each, q = [q_0; q_1; q_2; q_3] (same for
+                 k, v); h.i.attn.out_proj -> W_O; no biases; interleaved RoPE on rotary_dim coordinates
+
 Biases follow the same row layout. All causal and pre-norm.
+
+MPT's ALiBi slopes: with ``P = 2^⌈log₂ H⌉`` and ``s_j = 2^{−8j/P}`` (``j = 1..P``), the slopes are
+``s`` itself when ``H = P``, else the first ``H`` of ``[s_2, s_4, ..., s_P, s_1, s_3, ...]``. MPT adds
+``slope · (j − n + 1)`` for key ``j``: per query row this differs from ``slope · (j − i)`` by a constant,
+which the softmax removes. The reference ignores ``attn_config.alibi``, ``alibi_bias_max``, ``qk_ln``,
+``prefix_lm`` and ``attn_type``; a checkpoint that sets them to other than ALiBi with maximum 8, no q/k
+norm, no prefix LM and multi-head attention is refused, as is ``clip_qkv`` (elementwise clipping).
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-from attnlab.core.heads import HeadWeights, LayerHeads, LayerSource
+from attnlab.core.heads import HeadWeights, LayerHeads, LayerSource, Rope
 from attnlab.core.positions import alibi_slopes
 from attnlab.models._common import (
     ConfigView,
@@ -41,7 +56,41 @@ KEYS = {
     "bloom": ("h.{i}.self_attention.", "query_key_value", "dense"),
     "gpt_bigcode": ("h.{i}.attn.", "c_attn", "c_proj"),
     "falcon": ("h.{i}.self_attention.", "query_key_value", "dense"),
+    "mpt": ("blocks.{i}.attn.", "Wqkv", "out_proj"),
+    "codegen": ("h.{i}.attn.", "qkv_proj", "out_proj"),
 }
+#: attn_config values of MPT that the reference does not implement -> the value it assumes
+_MPT_ASSUMED = {
+    "clip_qkv": None,
+    "qk_ln": False,
+    "alibi": True,
+    "alibi_bias_max": 8,
+    "prefix_lm": False,
+    "attn_type": "multihead_attention",
+}
+
+
+def mpt_alibi_slopes(H: int) -> torch.Tensor:
+    """MPT's ALiBi slopes ``(H,)`` (module docstring)."""
+    P = 2 ** math.ceil(math.log2(H))
+    s = 2.0 ** (-8.0 * torch.arange(1, P + 1, dtype=torch.float64) / P)  # (P,)
+    return s if P == H else torch.cat([s[1::2], s[::2]])[:H]
+
+
+def _check_mpt(cfg: ConfigView) -> float | None:
+    """MPT's attn_config: refused values named; returns its softmax_scale (None: k^-1/2)."""
+    ac = cfg.get("attn_config", default={}) or {}
+    for key, assumed in _MPT_ASSUMED.items():
+        got = ac.get(key, assumed)
+        if got != assumed and not (key == "clip_qkv" and not got):
+            raise ValueError(
+                f"config.attn_config.{key}: expected {json.dumps(assumed)} (what transformers' MPT "
+                f"implements; other values are not reproduced), got {json.dumps(got)}"
+            )
+    scale = ac.get("softmax_scale")
+    return None if scale is None else float(scale)
+
+
 MODEL_TYPES = tuple(KEYS)
 ATTENTION_INPUT = r"(^|\.)layers\.\d+\.attention$"
 ATTENTION_OUTPUT = r"(^|\.)layers\.\d+\.attention\.dense$"
@@ -60,9 +109,9 @@ def convert(
     """A streamed :class:`HeadWeights` for a fused-``qkv`` decoder state dict."""
     cfg = ConfigView(config)
     mt = str(cfg.get("model_type"))
-    d = cfg.int("hidden_size", "n_embd")
-    H = cfg.int("num_attention_heads", "n_head")
-    L = cfg.int("num_hidden_layers", "n_layer")
+    d = cfg.int("hidden_size", "n_embd", "d_model")
+    H = cfg.int("num_attention_heads", "n_head", "n_heads")
+    L = cfg.int("num_hidden_layers", "n_layer", "n_layers")
     if d % H:
         raise ValueError(f"config.hidden_size: expected a multiple of the head count {H}, got {d}")
     k = d // H
@@ -82,21 +131,35 @@ def convert(
             Hk = 1
         else:
             layout = "per_head"
+    mpt_scale = _check_mpt(cfg) if mt == "mpt" else None
+    if mt == "codegen":
+        layout = "codegen"
+        if d % 4:
+            raise ValueError(f"config.n_embd: expected a multiple of 4 (the four fused blocks), got {d}")
     if H % Hk:
         raise ValueError(f"config.num_kv_heads: expected a divisor of {H}, got {Hk}")
     template, fused, out = KEYS[mt]
     p = find_prefix(state, template.format(i=0) + fused + ".weight", mt)
     rope = make_rope(config, k) if mt in ("gpt_neox", "falcon") else None
-    scale = k**-0.5
+    if mt == "codegen":  # GPT-J's rotary: interleaved pairs on the leading rotary_dim coordinates, base 10000
+        rope = Rope(theta=10000.0, dim=cfg.int("rotary_dim"), interleaved=True)
+    scale = k**-0.5 if mpt_scale is None else mpt_scale
     if mt == "gpt_bigcode" and not cfg.get("scale_attn_weights", default=True):
         scale = 1.0
-    slopes = alibi_slopes(H) if mt == "bloom" else None
+    slopes = alibi_slopes(H) if mt == "bloom" else mpt_alibi_slopes(H) if mt == "mpt" else None
 
     def split(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Rows of the fused weight (or bias) -> q (H·k, ...), k (Hk·k, ...), v (Hk·k, ...)."""
         rest = t.shape[1:]
         if layout == "q_then_kv":
             return t.split([H * k, Hk * k, Hk * k])
+        if layout == "codegen":  # four blocks of rows [q_j; v_j; k_j]
+            blocks = t.reshape(4, 3, d // 4, *rest)
+            return (
+                blocks[:, 0].reshape(d, *rest),
+                blocks[:, 2].reshape(d, *rest),
+                blocks[:, 1].reshape(d, *rest),
+            )
         if layout == "grouped":  # per K/V group: its r query heads, then its k, then its v
             r = H // Hk
             g = t.reshape(Hk, r + 2, k, *rest)
