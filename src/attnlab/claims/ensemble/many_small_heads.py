@@ -130,7 +130,7 @@ CLAIM = Claim(
     params=Params,
     grids={
         "quick": Grid({"n": [300, 3000]}, fixed={"c": 2.0, "D": 16, "d": 16}, seeds=12),
-        "full": Grid({"n": [300, 3000, 30000]}, fixed={"c": 2.0, "D": 16, "d": 16, "reps": 24}, seeds=8),
+        "full": Grid({"n": [300, 3000, 30000]}, fixed={"c": 2.0, "D": 16, "d": 16, "reps": 24}, seeds=12),
     },
     run=run,
     verdict=verdict,
