@@ -252,7 +252,7 @@ SUBPROCESS_CASES = [
     ([*SIM, "--figure", "afile/x.png"], "--figure: expected a path in a folder"),
     ([*TR[:2], "--d", "10", "--alpha", "1e9"], "--alpha: expected a size that fits in memory"),
     ([*SP, "--out", "afile/x.png"], "--out: expected a path in a folder"),
-    ([*RUN, "--threads", "0"], "--threads: expected an integer >= 1"),
+    ([*RUN, "--threads", "0"], "--threads: expected an integer in [1, 1024]"),
     ([*RUN, "--out", "/proc/forbidden"], "--out: expected a path this user may write"),
     (
         ["reproduce", "--seed", "99999999999999999999999"],

@@ -35,15 +35,19 @@ __all__ = [
     "check_memory",
     "check_out_file",
     "check_out_folder",
+    "shorten",
+    "special_file",
     "check_seed",
     "error_fields",
     "format_bytes",
+    "largest_factor",
     "err_console",
     "out_console",
     "emit_json",
     "strict_json",
     "JsonOpt",
     "check_device",
+    "check_environment",
 ]
 
 import typer
@@ -52,7 +56,9 @@ import typer
 err_console = Console(stderr=True)
 #: Human output (tables) when --json is not given. Piped to a file or a CI log (no terminal to
 #: ask), tables get 140 columns rather than rich's default 80, which would fold every cell.
-out_console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 140)
+out_console = Console(
+    width=None if (sys.stdout is not None and sys.stdout.isatty()) or os.environ.get("COLUMNS") else 140
+)
 
 JsonOpt = typer.Option(False, "--json", help="Print exactly one strict-JSON object on stdout.")
 
@@ -61,8 +67,17 @@ class UsageError(Exception):
     """Bad input from the user: printed as one line, exit status 2."""
 
     def __init__(self, argument: str, expected: str, given: Any):
-        super().__init__(f"{argument}: expected {expected}, got {given!r}")
+        super().__init__(f"{argument}: expected {expected}, got {shorten(given)}")
         self.argument, self.expected, self.given = argument, expected, given
+
+
+def shorten(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut in the middle when longer than ``limit`` (with its length), so that a
+    refusal stays one readable line whatever was given."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 24]}…{text[-12:]} ({len(text)} characters)"
 
 
 _MESSAGE = re.compile(r"^(?P<argument>[^\s:][^:]*): expected (?P<expected>.*), got (?P<got>.*)$", re.S)
@@ -89,6 +104,32 @@ def error_fields(exc: BaseException | str) -> dict[str, Any]:
     return {"argument": m["argument"], "expected": m["expected"], "got": got, "message": message}
 
 
+#: Environment variables naming extra modules, and the attribute each module must define.
+EXTRA_MODULE_VARS = {"ATTNLAB_EXTRA_CLAIMS": "CLAIMS", "ATTNLAB_EXTRA_FIGURES": "FIGURES"}
+
+
+def check_environment() -> None:
+    """The ``ATTNLAB_*`` variables a command reads, checked when it starts (:class:`UsageError` naming
+    the variable): extra claim and figure modules importable and defining ``CLAIMS`` / ``FIGURES``,
+    ``ATTNLAB_MEMORY_LIMIT`` a positive number of bytes."""
+    import importlib
+
+    for var, attr in EXTRA_MODULE_VARS.items():
+        for name in os.environ.get(var, "").split(","):
+            name = name.strip()
+            if not name:
+                continue
+            expected = f"comma-separated importable modules that define {attr}"
+            try:
+                mod = importlib.import_module(name)
+            except ImportError as e:
+                raise UsageError(var, expected, f"{name} ({' '.join(str(e).split())})") from None
+            if not hasattr(mod, attr):
+                raise UsageError(var, expected, f"{name} (no {attr} in it)")
+    if os.environ.get("ATTNLAB_MEMORY_LIMIT"):
+        available_memory()
+
+
 def format_bytes(n: float) -> str:
     """``307 GB``, ``16 TB``, ``512 MB``: decimal units, three significant digits at most."""
     for unit, size in (("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
@@ -103,7 +144,15 @@ def available_memory() -> int:
 
     avail = int(psutil.virtual_memory().available)
     cap = os.environ.get("ATTNLAB_MEMORY_LIMIT")
-    return min(avail, int(float(cap))) if cap else avail
+    if not cap:
+        return avail
+    try:
+        limit = float(cap)
+    except ValueError:
+        limit = math.nan
+    if not (math.isfinite(limit) and limit > 0):
+        raise UsageError("ATTNLAB_MEMORY_LIMIT", "a positive number of bytes (e.g. 8e9)", cap)
+    return min(avail, int(limit))
 
 
 def check_memory(argument: str, given: Any, need_bytes: float, what: str = "") -> None:
@@ -121,6 +170,13 @@ def check_memory(argument: str, given: Any, need_bytes: float, what: str = "") -
             f"{format_bytes(avail)} available)",
             given,
         )
+
+
+def largest_factor(*candidates: tuple[str, float, float]) -> tuple[str, float]:
+    """(option, value) of the candidate ``(option, value, typical)`` furthest above its typical value:
+    the option a size refusal names, so that ``--d 1000000`` is blamed on ``--d``, not ``--batch``."""
+    best = max(candidates, key=lambda c: (c[1] / c[2]) if c[2] > 0 else c[1])
+    return best[0], best[1]
 
 
 #: Largest seed the store and torch's generators accept (a signed 64-bit integer).
@@ -150,9 +206,27 @@ def check_out_file(argument: str, path: Path, suffixes: tuple[str, ...] = (), fo
     if suffixes and path.suffix.lower() not in suffixes:
         raise UsageError(argument, f"a file name ending in {' or '.join(suffixes)}", str(path))
     check_out_folder(argument, path.parent, shown=path)
+    kind = special_file(path)
+    if kind:
+        raise UsageError(argument, f"a regular file path (this is {kind}, which would block)", str(path))
     if path.exists() and not os.access(path, os.W_OK):
         raise UsageError(argument, "a path this user may write (permission denied)", str(path))
     return path
+
+
+def special_file(path: Path) -> str:
+    """``"a named pipe (FIFO)"`` or ``"a socket"`` for such a path (opening it blocks or fails), else ''."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return ""
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return ""
 
 
 def check_out_folder(argument: str, folder: Path, shown: Path | None = None) -> Path:

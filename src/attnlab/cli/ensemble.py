@@ -17,6 +17,7 @@ from attnlab.cli.common import (
     check_memory,
     check_seed,
     emit_json,
+    largest_factor,
     out_console,
 )
 
@@ -132,8 +133,9 @@ def decompose(
     seed = check_seed(seed)
     _check_projection_memory(d, heads, dk)
     # predictions (R, H, queries) kept for the moments, queries and one training sample per replication
+    blamed, value = largest_factor(("--reps", reps, 100), ("--queries", queries, 100), ("--n", n, 200))
     check_memory(
-        "--reps", reps, 8 * (3 * reps * heads * queries + 2 * queries * d + 4 * n * d), "the predictions"
+        blamed, value, 8 * (3 * reps * heads * queries + 2 * queries * d + 4 * n * d), "the predictions"
     )
     task = RegressionTask(d=d, target=target, noise=noise)
     g = torch.Generator().manual_seed(seed)

@@ -22,6 +22,7 @@ from attnlab.cli.common import (
     check_seed,
     emit_json,
     err_console,
+    largest_factor,
     out_console,
 )
 
@@ -57,8 +58,8 @@ def beta_star_cmd(
     from attnlab.core.validation import check_int, check_real
     from attnlab.dynamics import theory
 
-    check_int("--heads", heads, min=1)
-    check_int("--n", n, min=2)
+    check_int("--heads", heads, min=1, max=10**7)  # beyond, log terms of β* lose float64 precision
+    check_int("--n", n, min=2, max=10**12)
     check_real("--strength", strength, min=0.0, min_open=True)
     b = theory.beta_star(heads, n, strength)
     out = b.to_dict()
@@ -72,7 +73,7 @@ def beta_star_cmd(
 
 def _parse_strengths(text: str) -> list[float]:
     try:
-        vals = [float(s) for s in text.split(",") if s.strip()]
+        vals = [float(s) for s in text.split(",")]  # an empty item ("1,,2") is refused, not skipped
     except ValueError:
         raise UsageError("--strengths", "comma-separated positive numbers", text) from None
     if not vals or any(not math.isfinite(v) or v <= 0 for v in vals):
@@ -191,9 +192,10 @@ def simulate_cmd(
     item = 8 if dtype == "float64" else 4
     # tokens with the RK4/Dormand–Prince stages (~10 copies of (B, n, d)), heads (2 H d²), one block of scores
     need = item * (10 * batch * n * d + 2 * heads * d * d) + SCORE_BLOCK_BYTES
-    check_memory(
-        "--batch" if batch > 1 else "--n", batch if batch > 1 else n, need, "tokens, stages and heads"
+    blamed, value = largest_factor(
+        ("--batch", batch, 16), ("--n", n, 32), ("--d", d, 8), ("--heads", heads, 4)
     )
+    check_memory(blamed, value, need, "tokens, stages and heads")
     tdtype = torch.float64 if dtype == "float64" else torch.float32
     spec = Heads.random_symmetric(
         heads, d, generator=generator(derive_seed(seed, "heads")), kind=kind, combine=combine

@@ -119,7 +119,8 @@ def se(
     from attnlab.highdim import Setting, state_evolution
 
     _check_setting(kappa0, noise, tokens, lam, beta, beta0)
-    check_real("--alpha", alpha, min=0.0, min_open=True)
+    # α above 1000 is the noiseless limit, reached long before (and the solver's fixed point turns nan)
+    check_real("--alpha", alpha, min=0.0, min_open=True, max=1000.0)
     _check_nodes(nodes, tokens)
     s = Setting(kappa0=kappa0, noise=noise, tokens=tokens, lam=lam, beta=beta, beta0=beta0)
     with TaskProgress("solving the state evolution"):

@@ -142,6 +142,11 @@ def _check_csv_path(path: Path) -> None:
         raise UsageError("--csv", "a file, not a folder", str(path))
     if not path.parent.is_dir():
         raise UsageError("--csv", "a file in an existing folder", str(path))
+    from attnlab.cli.common import special_file
+
+    kind = special_file(path)
+    if kind:
+        raise UsageError("--csv", f"a regular file path (this is {kind}, which would block)", str(path))
     existed = path.exists()
     try:
         with path.open("a"):

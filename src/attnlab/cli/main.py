@@ -88,6 +88,44 @@ def _fail(fields: dict, as_json: bool) -> int:
     return 2
 
 
+def _fields(argument: str, expected: str, got: object) -> dict:
+    from attnlab.cli.common import shorten
+
+    return {
+        "argument": argument,
+        "expected": expected,
+        "got": got,
+        "message": f"{argument}: expected {expected}, got {shorten(got)}",
+    }
+
+
+def _empty_value(args: list[str]) -> str | None:
+    """The option given an empty value (``--out ""``, ``--only=``): refused rather than read as the
+    current folder or as "every claim"."""
+    for i, a in enumerate(args):
+        if a == "--":
+            return None
+        if a.startswith("--") and "=" in a:
+            name, value = a.split("=", 1)
+            if not value.strip():
+                return name
+        elif a.startswith("--") and i + 1 < len(args) and not args[i + 1].strip():
+            return a
+    return None
+
+
+def _huge_integer(args: list[str]) -> tuple[str, str] | None:
+    """(option, text) of an option given an integer outside the 64-bit range, if any."""
+    for i, a in enumerate(args):
+        name, value = a.split("=", 1) if "=" in a else (a, args[i + 1] if i + 1 < len(args) else "")
+        if not name.startswith("-"):
+            continue
+        digits = value.strip().lstrip("+-")
+        if digits.isdigit() and abs(int(value)) >= 2**63:
+            return name, value
+    return None
+
+
 def _value_of(option: str, args: list[str]) -> str | None:
     """The text given to ``option`` on the command line (``--opt VALUE`` or ``--opt=VALUE``)."""
     for i, a in enumerate(args):
@@ -152,14 +190,26 @@ def main(argv: list[str] | None = None) -> int:
 
     args = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in args
+    from attnlab.cli import signals
+
+    signals.install()  # SIGTERM (kill, a scheduler) stops a run as Ctrl-C does
+    closed = signals.stdout_problem()
+    if closed is not None:
+        return _fail(_fields("stdout", "an open standard output for the results", closed), False)
+    empty = _empty_value(args)
+    if empty is not None:
+        return _fail(_fields(empty, "a non-empty value", ""), as_json)
     try:
+        from attnlab.cli.common import check_environment
+
+        check_environment()
         rv = app(args=args, prog_name="attnlab", standalone_mode=False)
         return int(rv or 0) if isinstance(rv, int) else 0
     except _exc("Exit") as e:
         return e.exit_code
     except _exc("Abort"):
         print("interrupted", file=sys.stderr)
-        return 130
+        return signals.interrupt_status()
     except _exc("UsageError") as e:  # click's: unknown option, bad value, missing argument
         return _fail(_click_fields(e, args), as_json)
     except (UsageError, ValueError) as e:
@@ -169,14 +219,25 @@ def main(argv: list[str] | None = None) -> int:
             raise_internal = e
         else:  # a user path that cannot be read or written: one line, status 2
             where = str(e.filename)
+            if len(where) > 80:  # a long name is cut in the middle, with its length
+                where = f"{where[:56]}…{where[-12:]} ({len(where)} characters)"
             why = _one_line(e.strerror or type(e).__name__).lower()
             fields = {"argument": where, "expected": "a path this command can use", "got": why}
             fields["message"] = f"{where}: expected a path this command can use, got {why}"
             return _fail(fields, as_json)
         return _internal(raise_internal)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         print("interrupted", file=sys.stderr)
-        return 130
+        return signals.interrupt_status(e)
+    except OverflowError as e:  # an integer option too large for the arithmetic that checks it
+        huge = _huge_integer(args)
+        if huge is None:
+            return _internal(e)
+        option, text = huge
+        return _fail(
+            _fields(option, "an integer below 2^63 (at most 19 digits)", text),
+            as_json,
+        )
     except Exception as e:  # noqa: BLE001 - one line, unless debugging
         return _internal(e)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from attnlab.cli.common import JsonOpt, UsageError, emit_json, out_console
+from attnlab.cli.common import JsonOpt, UsageError, check_out_file, emit_json, out_console
 
 app = typer.Typer(help="List or export stored rows.", no_args_is_help=True)
 
@@ -74,11 +74,12 @@ def results_export(
     json_out: bool = JsonOpt,
 ) -> None:
     """Export stored points (params and metrics flattened to columns) as CSV."""
-    rows = _points(out, claim)
     if csv_path.exists() and csv_path.is_dir():
         raise UsageError("--csv", "a file path", str(csv_path))
     if not csv_path.parent.exists():
         raise UsageError("--csv", "a path in an existing folder", str(csv_path))
+    check_out_file("--csv", csv_path)
+    rows = _points(out, claim)
     flat = []
     for r in rows:
         d = {
@@ -103,10 +104,14 @@ def results_export(
     cols: list[str] = []
     for d in flat:
         cols.extend(k for k in d if k not in cols)
-    with open(csv_path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=cols)
-        w.writeheader()
-        w.writerows(flat)
+    try:
+        with open(csv_path, "w", newline="", encoding="utf-8") as fh:
+            w = csv.DictWriter(fh, fieldnames=cols)
+            w.writeheader()
+            w.writerows(flat)
+    except OSError as e:  # a full disk (ENOSPC, /dev/full), a quota: the user's path, status 2
+        why = (e.strerror or type(e).__name__).lower()
+        raise UsageError("--csv", f"a path that can be written ({why})", str(csv_path)) from None
     if json_out:
         emit_json({"csv": str(csv_path), "rows": len(flat), "columns": len(cols)})
     else:

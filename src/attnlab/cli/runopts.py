@@ -54,6 +54,12 @@ DeviceOpt = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N (bring you
 ThreadsOpt = typer.Option(None, "--threads", help="Torch threads per point (default: cores / workers).")
 
 
+#: Caps of --threads and --workers: far above any machine's cores, below what exhausts the thread
+#: runtime's memory (100,000 OpenMP threads) or the process table.
+MAX_THREADS = 1024
+MAX_WORKERS = 4096
+
+
 def check_common(
     profile: str, backend: str, workers: int | None, seed: int, out: Path, threads: int | None = None
 ) -> None:
@@ -75,8 +81,10 @@ def check_common(
     if out.exists() and not out.is_dir():
         raise UsageError("--out", "a folder (or a path to create)", str(out))
     check_out_folder("--out", out)
-    if threads is not None and threads < 1:
-        raise UsageError("--threads", "an integer >= 1 (torch threads per point)", threads)
+    if threads is not None and not 1 <= threads <= MAX_THREADS:
+        raise UsageError("--threads", f"an integer in [1, {MAX_THREADS}] (torch threads per point)", threads)
+    if workers is not None and workers > MAX_WORKERS:
+        raise UsageError("--workers", f"an integer in [1, {MAX_WORKERS}]", workers)
 
 
 def param_names(claim, profile: str) -> set[str]:

@@ -80,7 +80,7 @@ import torch
 from attnlab.core.seeding import canonical_json, derive_seed, generator
 from attnlab.engine.grid import CELL_KEY, CONTROL_KEY, REP_KEY, Grid, jsonable, parse_override, variant_name
 from attnlab.engine.params import axis_values as _axis_values
-from attnlab.engine.params import check_params
+from attnlab.engine.params import check_params, check_value
 from attnlab.engine.params import field_types as _hints
 
 __all__ = [
@@ -522,6 +522,10 @@ class Claim:
                     f"--set: expected a parameter of {self.id} ({', '.join(sorted(known | {REP_KEY}))}), "
                     f"got {unknown[0]!r}"
                 )
+            for k, v in overrides.items():  # no Params: the generic checks (finite, non-empty) alone
+                if k != REP_KEY:
+                    for x in v if isinstance(v, list) else [v]:
+                        check_value(k, x, None)
             return overrides
         hints = _hints(self.params)
         out = {}

@@ -100,9 +100,27 @@ def resolve_folder(path: str | os.PathLike) -> Path:
         raise ValueError(
             f"path: expected an existing checkpoint folder or file, got {str(path)!r} (not found)"
         )
+    import stat
+
+    mode = p.stat().st_mode
+    shown = str(path) if len(str(path)) <= 80 else f"{str(path)[:56]}…{str(path)[-12:]}"
+    if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+        raise ValueError(
+            f"path: expected a checkpoint folder or a file in one, got {shown!r} (neither a folder nor a "
+            "regular file: a pipe, socket or device)"
+        )
+    if stat.S_ISREG(mode) and p.suffix.lower() == ".gguf":  # a GGUF file would have been read already
+        raise ValueError(
+            f"path: expected a GGUF file (starting with the bytes 'GGUF'), got {shown!r} "
+            f"({p.stat().st_size} bytes, no GGUF header)"
+        )
     folder = p if p.is_dir() else p.parent
     if not (folder / "config.json").is_file():
-        raise ValueError(f"path: expected a folder with config.json, got {str(folder)!r} (no config.json)")
+        what = "a folder" if p.is_dir() else f"a file whose folder {str(folder)!r} has"
+        raise ValueError(
+            f"path: expected a checkpoint folder with config.json (or a .gguf file), got {shown!r} "
+            f"({what} no config.json)"
+        )
     return folder
 
 
