@@ -15,7 +15,10 @@ from attnlab.engine.protocol import Claim, Grid, Point, Result, Verdict
 def _value_run(point: Point) -> Result:
     at = os.environ.get("ATTNLAB_TEST_INTERRUPT_AT")
     if at is not None and int(point["x"]) == int(at):
-        os.killpg(os.getpgid(0), signal.SIGINT)  # Ctrl-C in a terminal: SIGINT to the whole process group
+        if os.environ.get("ATTNLAB_TEST_INTERRUPT_SIGNAL") == "TERM":
+            os.kill(os.getppid(), signal.SIGTERM)  # `kill PID` of the run, as a scheduler does before SIGKILL
+        else:
+            os.killpg(os.getpgid(0), signal.SIGINT)  # Ctrl-C in a terminal: SIGINT to the whole process group
         time.sleep(30)  # the run stops here
     time.sleep(float(point.params.get("sleep", 0.0)))
     g = point.generator()

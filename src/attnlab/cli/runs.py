@@ -99,8 +99,10 @@ def execute_run(
     seeds: list[int] | None = None,
 ) -> dict[str, Any]:
     """Run ``claims``, then return the summary and the outcomes (shared by run and reproduce)."""
+    from attnlab.cli import signals
     from attnlab.engine import run_claims
     from attnlab.engine.backends import WorkerDied
+    from attnlab.engine.store import StoreFull
 
     check_common(profile, backend, workers, seed, out, threads)
     device = check_device(device)
@@ -134,16 +136,18 @@ def execute_run(
             progress=bar,
             seeds=seeds,
         )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (cli.signals): 130 or 143
         bar.close()
-        err_console.print(
-            f"interrupted: every finished point is stored in {out}; rerun the same command to resume"
-        )
-        raise typer.Exit(130) from None
+        raise typer.Exit(signals.report_interrupted(out, e)) from None
     except WorkerDied as e:
         bar.close()
+        if signals.terminated():  # the workers died of the SIGTERM that stops this run
+            raise typer.Exit(signals.report_interrupted(out)) from None
         err_console.print(f"error: {e}; finished points are stored in {out}; rerun to resume")
         raise typer.Exit(1) from None
+    except StoreFull as e:  # one line: how many points are stored and how to resume
+        bar.close()
+        raise typer.Exit(signals.report_disk_full(e)) from None
     finally:
         bar.close()
     result = summary.to_dict()

@@ -185,6 +185,7 @@ def run_claims(
     t0 = time.time()
     prov = {"attnlab": __version__, "git": git_revision()}
     summary = RunSummary()
+    Store.check_file(Path(out) / DB_NAME)  # a damaged or foreign file is refused before any lock is taken
     with store_lock(out):
         store = Store(Path(out) / DB_NAME)
         try:

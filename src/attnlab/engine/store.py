@@ -102,6 +102,72 @@ class StoreError(ValueError):
     """The store cannot be used as asked (damaged, another schema, read-only, locked): one line."""
 
 
+class StoreFull(StoreError):
+    """The disk (or the file system's quota) filled while a point was written; earlier points are kept."""
+
+    def __init__(self, message: str, stored: int):
+        super().__init__(message)
+        self.stored = stored
+
+
+def _writes(method):
+    """A write of the store: a full disk (SQLITE_FULL, or an I/O error writing) becomes
+    :class:`StoreFull`, whose one line says how many points are stored and how to resume."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.OperationalError as e:
+            if "full" not in str(e) and "disk I/O" not in str(e):
+                raise
+            self._rollback()
+            stored = self.count_points()
+            raise StoreFull(
+                f"store: the disk is full ({e}); {stored} points are stored in {str(self.path)!r}; free some "
+                "space and rerun the same command to resume",
+                stored,
+            ) from None
+
+    return wrapper
+
+
+def _writer_active(db: Path) -> bool:
+    """Whether a run holds the store's lock now (its WAL is then in use, not damaged)."""
+    lock = db.parent / "attnlab.lock"
+    if not lock.exists():
+        return False
+    import fcntl
+
+    try:
+        with open(lock) as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _check_wal_of(db: Path) -> None:
+    """Refuse a store whose write-ahead log is damaged or truncated (never read it as "no points")."""
+    from attnlab.engine.wal import check_wal
+
+    wal = db.with_name(db.name + "-wal")
+    if not wal.exists() or _writer_active(db):
+        return
+    report = check_wal(wal)
+    if report.problem:
+        raise StoreError(
+            f"store: the write-ahead log {str(wal)!r} is damaged or truncated ({report.problem}); it holds "
+            f"points not yet in {db.name}, so the store was left as it is and not read. Restore both files "
+            f"from a copy, or move {wal.name} and {db.name}-shm aside to use the store without the points "
+            "the log held (a rerun recomputes them)"
+        )
+
+
 class Store:
     """The SQLite results store of one output directory.
 
@@ -128,15 +194,20 @@ class Store:
                 f"store: {str(self.path)!r} is empty (0 bytes), not an attnlab store; "
                 "remove it to start a new one"
             )
+        if exists:
+            _check_wal_of(self.path)
         if readonly:
             if not exists:
                 raise StoreError(f"store: expected an attnlab store, no file at {str(self.path)!r}")
             import os
 
             # in a folder we may not write to (an archived copy), SQLite may not create the WAL's
-            # shared-memory file either: read the file as immutable then
+            # shared-memory file either, and without a log (no run writing, every point in the file)
+            # reading creates no side file: read the file as immutable then
+            wal = self.path.with_name(self.path.name + "-wal")
             writable = os.access(self.path.parent, os.W_OK) and os.access(self.path, os.W_OK)
-            uri = self.path.resolve().as_uri() + ("?mode=ro" if writable else "?mode=ro&immutable=1")
+            quiet = not writable or not wal.exists()
+            uri = self.path.resolve().as_uri() + ("?mode=ro&immutable=1" if quiet else "?mode=ro")
             self._con = sqlite3.connect(uri, uri=True, timeout=60.0, isolation_level=None)
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -200,6 +271,33 @@ class Store:
         """Write one point and its arrays in one transaction (replacing an earlier one)."""
         metrics = json.dumps(_jsonable(dict(p.metrics)), sort_keys=True, allow_nan=False)
         blobs = pack_arrays(p.arrays)
+        self._write_point(p, metrics, blobs)
+
+    def _rollback(self) -> None:
+        try:
+            if self._con.in_transaction:
+                self._con.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+    def count_points(self) -> int:
+        """How many points (finished or failed) the store holds."""
+        try:
+            return int(self._con.execute("SELECT COUNT(*) FROM points").fetchone()[0])
+        except sqlite3.Error:
+            return -1
+
+    @staticmethod
+    def check_file(path: str | Path) -> None:
+        """Refuse, with :class:`StoreError`, an existing file that cannot be used as a store, creating
+        nothing (no lock, no side file): run before a run takes the store's lock."""
+        path = Path(path)
+        if not path.exists():
+            return
+        Store(path, readonly=True).close()
+
+    @_writes
+    def _write_point(self, p: StoredPoint, metrics: str, blobs: dict[str, bytes]) -> None:
         with self._con:  # BEGIN ... COMMIT
             self._con.execute("BEGIN")
             self._con.execute("DELETE FROM artifacts WHERE point_id = ?", (p.point_id,))
@@ -290,6 +388,7 @@ class Store:
         return out
 
     # -- runs -------------------------------------------------------------------------------
+    @_writes
     def start_run(
         self,
         claim_id: str,
@@ -314,9 +413,11 @@ class Store:
         )
         return int(cur.lastrowid)
 
+    @_writes
     def end_run(self, run_id: int) -> None:
         self._con.execute("UPDATE runs SET ended = ? WHERE run_id = ?", (now_utc(), run_id))
 
+    @_writes
     def write_verdict(self, v: StoredVerdict) -> None:
         """Store the verdict of run ``v.run_id`` (replacing an earlier one for that run)."""
         self._con.execute(
@@ -385,6 +486,7 @@ class Store:
             )
         return out
 
+    @_writes
     def merge_not_testable(self, items: Mapping[str, Mapping[str, str]]) -> None:
         """Record, per area, the statements it lists as not testable (merged into what is stored)."""
         if not items:
