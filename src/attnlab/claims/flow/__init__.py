@@ -9,6 +9,7 @@ forms stay on CPU, and every run records where its heavy part ran in the metric 
 from attnlab.claims.flow import (
     approx_orthogonal,
     beta_star,
+    beta_star_onset,
     energy_monotone,
     energy_monotone_softmax,
     entropy,
@@ -34,6 +35,7 @@ CLAIMS = [
     radial_invariance.CLAIM,
     relu_late.CLAIM,
     late_constant.CLAIM,
+    beta_star_onset.CLAIM,
 ]
 
 #: Statements of paper B that the summary does not state precisely enough to test, with the reason

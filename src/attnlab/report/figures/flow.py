@@ -13,8 +13,8 @@ __all__ = ["FIGURES"]
 
 
 def _test(rows: Sequence[Row]) -> list[Row]:
-    """Rows of the test setting that computed (controls have their own figures where drawn)."""
-    return [r for r in rows if r.ok and not r.control]
+    """Rows of the test setting that computed (controls and map cells have their own figures where drawn)."""
+    return [r for r in rows if r.ok and not r.control and not r.cell]
 
 
 def energy_monotone(rows: Sequence[Row]) -> dict:
@@ -136,7 +136,7 @@ def radial_shadow(rows: Sequence[Row]) -> dict:
 
 def beta_star(rows: Sequence[Row]) -> dict:
     good = _test(rows)
-    fig, ax = new_figure(1, 3)
+    fig, ax = new_figure(1, 2)
     for r in good:
         if r.params.get("part") == "form3-scan" and "form3" in r.arrays:
             ls = "o-" if r.params["law"] == "orthogonal" else "s--"
@@ -144,40 +144,43 @@ def beta_star(rows: Sequence[Row]) -> dict:
             ax[0, 0].semilogx(
                 r.arrays["beta"] / r.metrics["beta_star"], 100 * r.arrays["form3"], ls, ms=3, label=lab
             )
-        if r.params.get("part") == "onset" and "fall" in r.arrays:
-            (line,) = ax[0, 1].plot(
-                r.arrays["beta"],
-                100 * r.arrays["fall"],
-                "o-",
-                ms=3,
-                label=f"H={r.params['heads']}, {r.params['law']} tokens",
-            )
-            ax[0, 1].axvline(r.metrics["beta_star"], color=line.get_color(), ls=":", lw=0.8)
     ax[0, 0].axvline(1.0, color="k", ls="--", lw=0.8, label="β = β*")
     ax[0, 0].set(xlabel="β / β* (closed form)", ylabel="states with form 3 for every head (%)",
                  title="Condition 8, scalar heads")  # fmt: skip
     ax[0, 0].legend(fontsize=6)
-    ax[0, 1].axhline(1.0, color="k", ls="--", lw=0.8)
-    ax[0, 1].set(
-        xlabel="inverse temperature β",
-        ylabel="draws with some dE_h/dt < 0 (%)",
-        title="orthogonal-subspace heads (dotted: β*)",
-    )
-    ax[0, 1].legend(fontsize=6)
     cf = [r for r in good if r.params.get("part") == "closed-form"]
     for H in sorted({r.params["heads"] for r in cf}):
         rs = sorted((r for r in cf if r.params["heads"] == H), key=lambda r: r.params["n"])
         ns = [r.params["n"] for r in rs]
-        ax[0, 2].semilogx(ns, [r.metrics["beta_star"] for r in rs], "o-", label=f"β*, H={H}")
-        ax[0, 2].semilogx(ns, [r.metrics["direct_form3"] for r in rs], "k+", ms=9)
-        ax[0, 2].semilogx(
+        ax[0, 1].semilogx(ns, [r.metrics["beta_star"] for r in rs], "o-", label=f"β*, H={H}")
+        ax[0, 1].semilogx(ns, [r.metrics["direct_form3"] for r in rs], "k+", ms=9)
+        ax[0, 1].semilogx(
             ns, [r.metrics["beta_form2"] for r in rs], "s--", mfc="none", label=f"form 2, H={H}"
         )
-    ax[0, 2].set(
+    ax[0, 1].set(
         xlabel="tokens n", ylabel="threshold β (λ = 1)", title="closed form (lines) vs bisection (+)"
     )
-    ax[0, 2].legend(fontsize=6)
+    ax[0, 1].legend(fontsize=6)
     return {"beta_star": fig}
+
+
+def beta_star_onset(rows: Sequence[Row]) -> dict:
+    fig, ax = new_figure(1, 2)
+    for r in _test(rows):
+        if r.params.get("part", "onset") != "onset" or "fall" not in r.arrays:
+            continue
+        ratio = r.arrays["beta"] / r.metrics["beta_star"]
+        lab = f"H={r.params['heads']}, n={r.params['n']}"
+        ax[0, 0].semilogx(ratio, 100 * r.arrays["fall"], "o-", ms=3, label=lab)
+        ax[0, 1].semilogx(ratio, 100 * r.arrays["form3"], "o-", ms=3, label=lab)
+    for a in (ax[0, 0], ax[0, 1]):
+        a.axvline(1.0, color="k", ls="--", lw=0.8, label="β = β*")
+        a.legend(fontsize=6)
+    ax[0, 0].axhline(1.0, color="k", ls=":", lw=0.8)
+    ax[0, 0].set(xlabel="β / β*", ylabel="states with some dE_h/dt < 0 (%)",
+                 title="orthogonal-block heads, orthonormal tokens")  # fmt: skip
+    ax[0, 1].set(xlabel="β / β*", ylabel="states with form 3 for every head (%)", title="Condition 8")
+    return {"beta_star_onset": fig}
 
 
 def equiangular_rates(rows: Sequence[Row]) -> dict:
@@ -343,4 +346,5 @@ FIGURES = {
     "flow.radial-invariance": radial_invariance,
     "flow.relu-late": relu_late,
     "flow.late-constant": late_constant,
+    "flow.beta-star-onset": beta_star_onset,
 }
