@@ -26,7 +26,7 @@ from attnlab.highdim import (
     train_erm,
 )
 from attnlab.highdim.channel import flat_to_matrix_map
-from attnlab.highdim.fixed_point import _prior
+from attnlab.highdim.fixed_point import prior_equations
 
 SETTING = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=0.01)
 ALPHA = 0.5
@@ -71,7 +71,7 @@ def _reference_se(target, budget_s: float = 90.0, samples: int = 1000, damping: 
             ]
         )
         hats = new if hats is None else damping * hats + (1 - damping) * new
-        nq, nm, ns, _, _ = _prior(s, *hats)
+        nq, nm, ns, _, _ = prior_equations(s, *hats)
         q, m, sigma = (
             damping * q + (1 - damping) * nq,
             damping * m + (1 - damping) * nm,

@@ -52,6 +52,10 @@ def test_se_json():
     ):
         assert k in out
     assert out["test_error"] == pytest.approx(0.174, rel=0.02)
+    # the quadrature's error bar: four scrambles by default, a standard error per observable
+    assert out["scrambles"] == 4 and out["nodes_per_scramble"] == 2048
+    for k in ("q", "m", "sigma", "test_error", "train_loss", "s_error"):
+        assert 0 < out["stderr"][k] < 0.05 * abs(out[k])
 
 
 def test_train_json():

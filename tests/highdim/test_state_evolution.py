@@ -19,6 +19,7 @@ from attnlab.highdim import (
     state_evolution,
     sweep,
 )
+from attnlab.highdim.state_evolution import average_fixed_points
 
 REF = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=0.01)
 
@@ -35,12 +36,15 @@ def test_reference_fixed_point(ref_fp):
     assert ref_fp.train_loss == pytest.approx(0.0120, rel=0.02)
 
 
-def test_fixed_point_is_a_fixed_point(ref_fp):
+def test_fixed_point_is_a_fixed_point():
+    # on one set of nodes (the default averages four scrambles, each point a fixed point of its own map):
     # one more undamped map application moves the order parameters by less than the solver tolerance scale
-    again = state_evolution(REF, 0.3016, init=ref_fp, damping=0.0, max_iter=1)
-    assert again.q == pytest.approx(ref_fp.q, rel=1e-4)
-    assert again.m == pytest.approx(ref_fp.m, rel=1e-4)
-    assert again.sigma == pytest.approx(ref_fp.sigma, rel=1e-4)
+    one = state_evolution(REF, 0.3016, scrambles=1)
+    again = state_evolution(REF, 0.3016, init=one, damping=0.0, max_iter=1, scrambles=1)
+    assert one.stderr is None and one.scrambles == 1
+    assert again.q == pytest.approx(one.q, rel=1e-4)
+    assert again.m == pytest.approx(one.m, rel=1e-4)
+    assert again.sigma == pytest.approx(one.sigma, rel=1e-4)
 
 
 def test_observables_are_consistent(ref_fp):
@@ -248,7 +252,7 @@ def test_switching_cycle_is_mixed_at_the_tie():
     # λ̃ = 1e-4, α = 0.19 on 1024 nodes: a node's two proximal minima swap order between the two fixed
     # points of the followed branches, so the map on fixed nodes has no fixed point; the mixed one lies
     # between the two, and the mixed node's two minima tie there (the sum of value differences is 0)
-    from attnlab.highdim.newton import _Map, _Mix, _to_y
+    from attnlab.highdim.newton import _Map, _Mix, to_y
 
     s = Setting(lam=1e-4)
     ch = OutputChannel(s, 1024)
@@ -259,7 +263,7 @@ def test_switching_cycle_is_mixed_at_the_tie():
     hc, Mc = ch.prox_best(ch.z_of(fp.q, fp.m), fp.sigma)
     qh, mh, sh, _ = ch.hats(fp.q, fp.m, fp.sigma, 0.19)
     assert abs(qh / fp.q_hat - 1) < 5.0 / ch.N and abs(sh / fp.sigma_hat - 1) < 5.0 / ch.N
-    del hc, Mc, _Map, _Mix, _to_y
+    del hc, Mc, _Map, _Mix, to_y
 
 
 def test_switching_cycle_solve_matches_the_tight_solve():
@@ -287,3 +291,66 @@ def test_min_norm_limit_above_the_threshold():
     assert f0.converged and f0.eps == 0.0 and math.isfinite(f0.sigma)
     d5, d6 = abs(f5.q - f0.q), abs(f6.q - f0.q)
     assert d6 < d5 / 5 and d6 < 0.02 * f0.q
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the output expectation on the row space of the logit differences, z* by its conditional mean; error bars
+
+
+def test_reduced_integrand_against_full_gaussian_monte_carlo():
+    # The channel integrates over (ζ, z) in the row space of C with z* replaced by E[z* | ζ, z]. The
+    # independent computation: plain Monte Carlo over all 3K = 9 Gaussian coordinates (g1, g2, ξ) of
+    # docs/highdim.md C3, z* = √Q0 g1, z = (m/√Q0) g1 + √(q − m²/Q0) g2, ζ = z* + √(Δ/2) ξ, the node terms
+    # written out here from the output equations. Tolerance: 4 standard errors of the difference (the
+    # Monte Carlo's, 2^14 pseudo-random samples, dominate; the channel's 2^14 nodes are ~10× better).
+    s = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=0.01)
+    q, m, sg, a = 1.46, 1.38, 2.3, 0.5
+    ch = OutputChannel(s, 2**14, seed=3)
+    z = ch.z_of(q, m)
+    h, M = ch.prox_best(z, sg)
+    mine = ch.node_terms(q, m, sg, a, z, h, M).mean(0)
+    n, K, q0 = 2**14, s.K, s.q0
+    gen = torch.Generator().manual_seed(11)
+    g1, g2, xi = torch.randn(3, n, K, generator=gen, dtype=torch.float64)
+    zs = math.sqrt(q0) * g1
+    zf = (m / math.sqrt(q0)) * g1 + math.sqrt(q - m * m / q0) * g2
+    mc = OutputChannel(s, 16)  # its proximal solver, on labels from the full coordinates
+    mc.y = mc._softmax(zs + math.sqrt(s.noise / 2) * xi, s.beta0)
+    mc._target = (s.beta0 / s.beta) * (zs + math.sqrt(s.noise / 2) * xi)
+    hf, Mf = mc.prox_best(zf, sg)
+    dz = hf - zf
+    C = q0 * q - m * m
+    terms = torch.stack(
+        [
+            2 * a * (dz**2).sum(-1) / sg**2,
+            2 * a * (dz * (q * zs - m * zf)).sum(-1) / (sg * C),
+            -2 * a * (dz * (q0 * zf - m * zs)).sum(-1) / (sg * C),
+            Mf,
+        ],
+        -1,
+    )
+    se = terms.std(0) / math.sqrt(n)
+    assert torch.all((mine - terms.mean(0)).abs() < 4 * se), (mine, terms.mean(0), se)
+    # the test error likewise (labels from the noisy logits, the student's softmax at z)
+    te = ((mc.y - mc._softmax(zf, s.beta)) ** 2).sum(-1)
+    assert abs(ch.test_error(q, m) - float(te.mean())) < 4 * float(te.std()) / math.sqrt(n)
+    # the clean test error draws z* given (ζ, z) from its conditional law: same check
+    ce = ((mc._softmax(zs, s.beta0) - mc._softmax(zf, s.beta)) ** 2).sum(-1)
+    assert abs(ch.clean_test_error(q, m) - float(ce.mean())) < 4 * float(ce.std()) / math.sqrt(n)
+
+
+def test_error_bar_covers_independent_scrambles():
+    # two default solves on disjoint scrambles (seeds 0-3 and 4-7, 1024 nodes each): their difference is
+    # within 5 of its standard errors (the standard error from three degrees of freedom is itself uncertain
+    # by ~40%, so 5 rather than 3), and each carries its error bar for every reported quantity
+    a = state_evolution(REF, 0.5, nodes=1024, seed=0)
+    b = state_evolution(REF, 0.5, nodes=1024, seed=4)
+    assert a.scrambles == b.scrambles == 4
+    for k in ("q", "m", "sigma", "test_error", "train_loss", "s_error"):
+        se = math.hypot(a.stderr[k], b.stderr[k])
+        assert 0 < se < 0.05 * abs(getattr(a, k)), k
+        assert abs(getattr(a, k) - getattr(b, k)) < 5 * se, k
+    with pytest.raises(ValueError, match="fps"):
+        average_fixed_points([a])
+    with pytest.raises(ValueError, match="scrambles"):
+        state_evolution(REF, 0.5, scrambles=0)

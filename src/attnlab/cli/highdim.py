@@ -87,12 +87,15 @@ def _check_training(d: int, alpha: float, tokens: int, task: str, kappa: float, 
     )
 
 
-def _show(title: str, out: dict) -> None:
+def _show(title: str, out: dict, err: dict | None = None) -> None:
+    """A two-column table; ``err``: standard errors shown as ``value ± error``."""
     t = Table(title=title)
     t.add_column("quantity")
     t.add_column("value", justify="right")
+    err = err or {}
     for k, v in out.items():
-        t.add_row(k, f"{v:.6g}" if isinstance(v, float) else str(v))
+        text = f"{v:.6g}" if isinstance(v, float) else str(v)
+        t.add_row(k, f"{text} ± {err[k]:.2g}" if k in err else text)
     out_console.print(t)
 
 
@@ -105,7 +108,15 @@ def se(
     alpha: float = typer.Option(..., "--alpha", help="Sample ratio α = n/d²."),
     beta: float = BETA,
     beta0: float = BETA0,
-    nodes: int = typer.Option(4096, "--nodes", help="Quasi-random nodes of the output expectation."),
+    nodes: int = typer.Option(
+        4096, "--nodes", help="Quasi-random nodes of the output expectation, in each scramble."
+    ),
+    scrambles: int = typer.Option(
+        4,
+        "--scrambles",
+        help="Independent scrambles of the nodes; the point is their average and its standard error "
+        "(`stderr`) their spread over √scrambles (1: one set of nodes, no error bar).",
+    ),
     multi_start: bool = typer.Option(
         False,
         "--multi-start",
@@ -115,16 +126,19 @@ def se(
     json_out: bool = JsonOpt,
 ) -> None:
     """Solve the state evolution (docs/highdim.md C3) at one α: order parameters and observables."""
-    from attnlab.core.validation import check_real
+    from attnlab.core.validation import check_int, check_real
     from attnlab.highdim import Setting, state_evolution
 
     _check_setting(kappa0, noise, tokens, lam, beta, beta0)
     # α above 1000 is the noiseless limit, reached long before (and the solver's fixed point turns nan)
     check_real("--alpha", alpha, min=0.0, min_open=True, max=1000.0)
     _check_nodes(nodes, tokens)
+    check_int("--scrambles", scrambles, min=1, max=64)
     s = Setting(kappa0=kappa0, noise=noise, tokens=tokens, lam=lam, beta=beta, beta0=beta0)
     with TaskProgress("solving the state evolution"):
-        fp = state_evolution(s, alpha, nodes=nodes, starts="auto" if multi_start else None)
+        fp = state_evolution(
+            s, alpha, nodes=nodes, scrambles=scrambles, starts="auto" if multi_start else None
+        )
     out = {
         "test_error": fp.test_error,
         "train_loss": fp.train_loss,
@@ -140,14 +154,18 @@ def se(
         "converged": fp.converged,
         "alpha": alpha,
         "lam_tilde": lam,
+        "scrambles": fp.scrambles,
+        "nodes_per_scramble": nodes,
     }
+    if fp.stderr is not None:
+        out["stderr"] = dict(fp.stderr)
     if multi_start:
         out["stable"] = fp.stable
         out["candidates"] = len(fp.candidates)
     if json_out:
         emit_json(out)
     else:
-        _show("state evolution", out)
+        _show("state evolution", {k: v for k, v in out.items() if k != "stderr"}, fp.stderr)
 
 
 @app.command()

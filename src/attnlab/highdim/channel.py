@@ -17,13 +17,13 @@ import torch
 from attnlab.core.validation import check_int
 from attnlab.highdim.setting import Setting
 
-__all__ = ["OutputChannel", "flat_to_matrix", "flat_to_matrix_map"]
+__all__ = ["OutputChannel", "flat_to_matrix", "flat_to_matrix_map", "one_thread"]
 
 _DTYPE = torch.float64
 
 
 @contextlib.contextmanager
-def _one_thread():
+def one_thread():
     """Run small batched linear algebra on one thread (restored afterwards): thread start-up and
     contention dominate tensors of a few thousand 3×3 blocks."""
     n = torch.get_num_threads()
@@ -72,26 +72,62 @@ class OutputChannel:
         self.s = setting
         nodes = check_int("nodes", nodes, min=16)
         T, K = setting.tokens, setting.K
-        eng = torch.quasirandom.SobolEngine(3 * K, scramble=True, seed=seed)
-        u = eng.draw(nodes, dtype=_DTYPE).clamp(1e-12, 1 - 1e-12)  # (N, 3K)
-        g = math.sqrt(2.0) * torch.erfinv(2 * u - 1)  # (N, 3K) standard normals
-        self.g1, self.g2, self.xi = g[:, :K], g[:, K : 2 * K], g[:, 2 * K :]  # (N, K) each
         self.L = flat_to_matrix_map(T)  # (T², K)
         self._Lrows = self.L.reshape(T, T, K)  # (T, T, K) [row a, column c, k]
         self._eye = torch.eye(K, dtype=_DTYPE)
         self.T, self.K, self.N = T, K, nodes
-        q0 = setting.q0
-        self.zstar = math.sqrt(q0) * self.g1  # (N, K)
-        noisy = self.zstar + math.sqrt(setting.noise / 2) * self.xi
-        self.y = self._softmax(noisy, setting.beta0)  # (N, T²)
         # Logit differences within a row fix the softmax: C h (T(T−1) rows: column c minus column 0 of each
-        # row) are the logit differences of h; the labels' are (β0/β) C ζ with ζ the noisy teacher logits.
-        # The projection of z onto {C h = (β0/β) C ζ} (least squares when T(T−1) > K) interpolates the
-        # label wherever it can: the second start of the proximal step (see :meth:`prox_best`).
-        Lr = self.L.reshape(T, T, K)
+        # row) are the logit differences of h. Everything the output equations average depends on z, the
+        # noisy teacher logits ζ and z* only through their components in the row space of C (module
+        # docstring), so the nodes live there: an orthonormal basis B (K, r) of it.
+        Lr = self._Lrows
         C = torch.cat([Lr[a, 1:] - Lr[a, :1] for a in range(T)])  # (T(T−1), K)
-        self._proj = torch.linalg.pinv(C) @ C  # (K, K) projector onto the row space of C
+        _, sv, Vh = torch.linalg.svd(C, full_matrices=False)
+        basis = Vh[sv > 1e-10 * sv[0]].T  # (K, r)
+        self.rank = r = basis.shape[1]
+        self.basis = basis
+        self._proj = basis @ basis.T  # (K, K) projector onto the row space of C
+        eng = torch.quasirandom.SobolEngine(3 * r, scramble=True, seed=seed)
+        u = eng.draw(nodes, dtype=_DTYPE).clamp(1e-12, 1 - 1e-12)  # (N, 3r)
+        g = math.sqrt(2.0) * torch.erfinv(2 * u - 1)  # (N, 3r) standard normals
+        # v: ζ/σ_ζ; w: the part of z independent of ζ, per unit; u: the part of z* independent of (ζ, z),
+        # used only by :meth:`clean_test_error` (the output equations take its conditional mean, 0)
+        self.v, self.w, self.u = (g[:, i * r : (i + 1) * r] @ basis.T for i in range(3))  # (N, K) each
+        q0 = setting.q0
+        self._c2 = setting.noise / 2  # variance of the label noise on each teacher logit
+        self._sn = math.sqrt(q0 + self._c2)  # standard deviation of a noisy teacher logit
+        noisy = self._sn * self.v  # (N, K)
+        self.y = self._softmax(noisy, setting.beta0)  # (N, T²)
+        # the labels' logit differences are (β0/β) C ζ: the projection of z onto {C h = (β0/β) C ζ} (least
+        # squares when T(T−1) > K) interpolates the label wherever it can: the second start of the proximal
+        # step (see :meth:`prox_best`)
         self._target = (setting.beta0 / setting.beta) * noisy  # (N, K)
+
+    def _coefficients(self, q: float, m: float) -> tuple[float, float, float, float]:
+        """``z = a_v v + s w`` and ``E[z* | ζ, z] = b_v v + b_w w`` at ``(q, m)``: (a_v, s, b_v, b_w).
+
+        Per flat coordinate ``(z*, z, ζ)`` is Gaussian with ``Var z* = Q0``, ``Var z = q``,
+        ``Cov(z*, z) = m``, ``ζ = z* + c ξ`` (``c² = Δ/2``): with ``z = a g1 + b g2``, ``a = m/√Q0``,
+        ``b² = q − m²/Q0`` and
+        ``σ_ζ² = Q0 + c²``, ``z = (a √Q0/σ_ζ) v + s w`` with ``s² = a² c²/σ_ζ² + b²`` and
+        ``E[z* | v, w] = (Q0/σ_ζ) v + (a √Q0 c²/(σ_ζ² s)) w``."""
+        q0, c2, sn = self.s.q0, self._c2, self._sn
+        a = m / math.sqrt(q0)
+        b2 = max(q - m * m / q0, 0.0)
+        s = math.sqrt(a * a * c2 / sn**2 + b2)
+        bw = a * math.sqrt(q0) * c2 / (sn**2 * s) if s > 0 else 0.0
+        return a * math.sqrt(q0) / sn, s, q0 / sn, bw
+
+    def z_of(self, q: float, m: float) -> torch.Tensor:
+        """The student's logits ``z`` at every node for the overlaps ``(q, m)``, (N, K)."""
+        av, s, _, _ = self._coefficients(q, m)
+        return av * self.v + s * self.w  # (N, K)
+
+    def zstar_mean(self, q: float, m: float, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """``E[z* | ζ, z]`` at every node (or ``rows``) for the overlaps ``(q, m)``, (n, K)."""
+        _, _, bv, bw = self._coefficients(q, m)
+        v, w = (self.v, self.w) if rows is None else (self.v[rows], self.w[rows])
+        return bv * v + bw * w
 
     def head(self, n: int) -> OutputChannel:
         """The channel on the first ``n`` nodes (a prefix of a scrambled Sobol sequence, itself a balanced
@@ -99,7 +135,7 @@ class OutputChannel:
         n = check_int("n", n, min=16, max=self.N)
         out = object.__new__(OutputChannel)
         out.__dict__.update(self.__dict__)
-        for k in ("g1", "g2", "xi", "zstar", "y", "_target"):
+        for k in ("v", "w", "u", "y", "_target"):
             setattr(out, k, getattr(self, k)[:n])
         out.N = n
         return out
@@ -108,11 +144,6 @@ class OutputChannel:
         A = (v @ self.L.T).reshape(-1, self.T, self.T)  # (N, T, T)
         E = torch.exp(beta * (A - A.amax(-1, keepdim=True)))  # (N, T, T)
         return (E / E.sum(-1, keepdim=True)).reshape(-1, self.T * self.T)  # (N, T²)
-
-    def z_of(self, q: float, m: float) -> torch.Tensor:
-        q0 = self.s.q0
-        resid = max(q - m * m / q0, 0.0)
-        return (m / math.sqrt(q0)) * self.g1 + math.sqrt(resid) * self.g2  # (N, K)
 
     def _loss_grad(self, h, z, sigma: float, need_jac: bool = True, y: torch.Tensor | None = None):
         beta, T = self.s.beta, self.T
@@ -242,7 +273,7 @@ class OutputChannel:
         """Per-node terms ``(q̂, m̂, Σ̂, M)`` of the output equations, (n, 4): their means over the nodes are
         the hats and ``E[M]``. ``z``, ``h`` (n, K) and ``M`` (n,) at the nodes ``rows`` (default all)."""
         q0 = self.s.q0
-        zs = self.zstar if rows is None else self.zstar[rows]  # (n, K)
+        zs = self.zstar_mean(q, m, rows)  # (n, K): the terms are linear in z*, so its conditional mean
         dz = h - z  # (n, K)
         C = q0 * q - m * m
         return torch.stack(
@@ -263,5 +294,10 @@ class OutputChannel:
     def clean_test_error(self, q: float, m: float) -> float:
         """As :meth:`test_error` against noiseless labels ``σ_β0(z*)``."""
         z = self.z_of(q, m)
-        y0 = self._softmax(self.zstar, self.s.beta0)
+        _, _, bv, bw = self._coefficients(q, m)
+        # z* given (ζ, z): the conditional mean plus the independent part, of variance
+        # Q0 c²/σ_ζ² − b_w² per coordinate of the row space (the null space of C leaves the softmax alone)
+        tau2 = max(self.s.q0 * self._c2 / self._sn**2 - bw * bw, 0.0)
+        zstar = self.zstar_mean(q, m) + math.sqrt(tau2) * self.u
+        y0 = self._softmax(zstar, self.s.beta0)
         return float(((y0 - self._softmax(z, self.s.beta)) ** 2).sum(-1).mean())

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnlab.core.validation import check_real
-from attnlab.highdim.quadrature import _NODES, _composite_nodes, _graded_nodes
+from attnlab.highdim.quadrature import NODES, composite_nodes, graded_nodes
 from attnlab.highdim.targets import DiscreteSpectrum, MarchenkoPastur
 
 __all__ = ["ConvolvedLaw", "semicircle_convolution"]
@@ -107,7 +107,7 @@ class ConvolvedLaw:
                 kept.append(b)
                 last_b = b
         inner = np.asarray(kept)
-        return _composite_nodes(ua, ub, inner, n)
+        return composite_nodes(ua, ub, inner, n)
 
     def density(self, x: np.ndarray) -> np.ndarray:
         """Density of ``μ_δ`` at real points ``x``."""
@@ -146,7 +146,7 @@ class ConvolvedLaw:
         return u
 
     # -- quadrature --------------------------------------------------------------------------------------
-    def nodes(self, lower: float = -math.inf, n: int = _NODES) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def nodes(self, lower: float = -math.inf, n: int = NODES) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Quadrature on ``x > lower``: nodes ``x``, weights ``w`` (density included) and ``Re G(x)``.
 
         ``Σ w f(x) ≈ ∫_{lower}^∞ f dμ_δ`` for smooth ``f``. Accuracy (MP target): the mesh is graded
@@ -162,9 +162,9 @@ class ConvolvedLaw:
                 if lo >= b:
                     continue
                 # break at the smoothed atom, at the MP bulk edges and at interior density minima;
-                # every piece is angle-mapped at both ends (see _graded_nodes), so a break point near
+                # every piece is angle-mapped at both ends (see graded_nodes), so a break point near
                 # an outer edge or at a near-singular point costs nothing in accuracy
-                x, w = _graded_nodes(lo, b, self._mp_breaks(lo, b), n)
+                x, w = graded_nodes(lo, b, self._mp_breaks(lo, b), n)
                 rho, reg = self._eval_mp(x)
                 xs.append(x)
                 ws.append(w * rho)

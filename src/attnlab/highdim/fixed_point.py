@@ -22,7 +22,18 @@ from attnlab.highdim.channel import OutputChannel
 from attnlab.highdim.setting import Setting
 from attnlab.highdim.spectra import J_and_derivatives, JValue
 
-__all__ = ["FixedPoint", "Stability", "solve_damped", "solve_anderson"]
+__all__ = [
+    "FixedPoint",
+    "Stability",
+    "MAX_STEP",
+    "finish",
+    "prior_equations",
+    "solve_anderson",
+    "solve_damped",
+    "start_point",
+    "to_x",
+    "to_y",
+]
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,13 @@ class FixedPoint:
     #: switching cycle on fixed nodes resolved by mixing, :mod:`attnlab.highdim.newton`); NaN when such a
     #: cycle was not resolved (then ``converged`` is False); None otherwise
     mixed_weight: float | None = None
+    #: number of independently scrambled node sets the point averages (``scrambles`` of
+    #: :func:`~attnlab.highdim.state_evolution.state_evolution`); 1 for a solve on one set of nodes
+    scrambles: int = 1
+    #: standard errors of the quadrature (randomised quasi-Monte Carlo: the spread of the solves on the
+    #: independent scrambles over √scrambles) of ``q``, ``m``, ``sigma``, ``test_error``, ``train_loss`` and
+    #: ``s_error``; None for a solve on one set of nodes
+    stderr: dict[str, float] | None = None
 
     def to_dict(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k != "candidates"}
@@ -93,7 +111,9 @@ class Stability:
         return all(ev.real < 1 for ev in self.eigenvalues)
 
 
-def _prior(setting: Setting, qh: float, mh: float, sh: float) -> tuple[float, float, float, JValue, float]:
+def prior_equations(
+    setting: Setting, qh: float, mh: float, sh: float
+) -> tuple[float, float, float, JValue, float]:
     """Matrix-denoising (prior) equations: ``(q, m, Σ)`` from the hats; returns also J and (δ, ε, η)."""
     delta = math.sqrt(max(qh, 1e-300)) / mh
     eps = 2 * setting.lam / mh
@@ -109,7 +129,8 @@ def _train_loss(alpha, q, m, sigma, qh, mh, sh, EM, jv: JValue) -> float:
     return (qh * sigma - sh * q) / 4 + mh * m / 2 + alpha * EM - mh**2 / (4 * sh) * jv.J
 
 
-def _start(setting: Setting, init) -> tuple[float, float, float]:
+def start_point(setting: Setting, init) -> tuple[float, float, float]:
+    """``(q, m, Σ)`` to start a solve from: ``init`` (a FixedPoint or a triple), or ``(Q0/2, 0.4 Q0, 1)``."""
     if init is None:
         q0 = setting.q0
         return 0.5 * q0, 0.4 * q0, 1.0
@@ -125,7 +146,7 @@ def solve_damped(
     """The damped iteration: stop when the largest relative change of the six order parameters in one
     iteration is below ``tol``."""
     q0 = setting.q0
-    q, m, sigma = _start(setting, init)
+    q, m, sigma = start_point(setting, init)
     qh = mh = sh = None
     converged, change, it = False, math.inf, 0
     for it in range(1, max_iter + 1):  # noqa: B007 (it is reported after the loop)
@@ -136,7 +157,7 @@ def solve_damped(
             qh = damping * qh + (1 - damping) * nqh
             mh = damping * mh + (1 - damping) * nmh
             sh = damping * sh + (1 - damping) * nsh
-        nq, nm, ns, jv, eta = _prior(setting, qh, mh, sh)
+        nq, nm, ns, jv, eta = prior_equations(setting, qh, mh, sh)
         old = np.array([q, m, sigma])
         q = damping * q + (1 - damping) * nq
         m = damping * m + (1 - damping) * nm
@@ -156,10 +177,10 @@ def solve_damped(
         if change < tol:
             converged = True
             break
-    return _finish(setting, ch, alpha, q, m, sigma, qh, mh, sh, it, converged, change)
+    return finish(setting, ch, alpha, q, m, sigma, qh, mh, sh, it, converged, change)
 
 
-def _finish(
+def finish(
     setting, ch, alpha, q, m, sigma, qh, mh, sh, it, converged, change, EM=None, jv=None
 ) -> FixedPoint:
     """The FixedPoint at ``(q, m, Σ)`` with hats ``(q̂, m̂, Σ̂)``; ``EM`` and ``jv`` when already known at
@@ -191,11 +212,11 @@ def _finish(
     )
 
 
-_MAX_STEP = 1.0  # largest move of one coordinate of y in one step
+MAX_STEP = 1.0  # largest move of one coordinate of y in one step
 _ANDERSON_FROM = 0.1  # extrapolate only once every residual in y is below this (the map is near-linear)
 
 
-def _to_y(q0: float, x: np.ndarray) -> np.ndarray:
+def to_y(q0: float, x: np.ndarray) -> np.ndarray:
     """Unconstrained coordinates ``(log q, atanh(m/√(Q0 q)), log Σ)`` of ``x = (q, m, Σ)`` (the correlation
     clipped just inside (−1, 1))."""
     q, m, s = max(x[0], 1e-300), x[1], max(x[2], 1e-300)  # a zero q or Σ counts as very small
@@ -203,7 +224,8 @@ def _to_y(q0: float, x: np.ndarray) -> np.ndarray:
     return np.array([math.log(q), math.atanh(c), math.log(s)])
 
 
-def _to_x(q0: float, y: np.ndarray) -> np.ndarray:
+def to_x(q0: float, y: np.ndarray) -> np.ndarray:
+    """``x = (q, m, Σ)`` from the unconstrained coordinates ``y`` of :func:`to_y`."""
     q = math.exp(y[0])
     return np.array([q, math.tanh(y[1]) * math.sqrt(q0 * q), math.exp(y[2])])
 
@@ -245,9 +267,9 @@ def solve_anderson(
     """
     q0 = setting.q0
     beta = 1.0 - damping
-    x = np.array(_start(setting, init), dtype=float)
-    y = _to_y(q0, x)
-    x = _to_x(q0, y)
+    x = np.array(start_point(setting, init), dtype=float)
+    y = to_y(q0, x)
+    x = to_x(q0, y)
     warm = True  # warm-started proximal steps until the cold-start check fails once
     h_prev: torch.Tensor | None = None
     Y: list[np.ndarray] = []
@@ -266,7 +288,7 @@ def solve_anderson(
             gy, gr = good
             beta = beta / 2
             y = gy + beta * gr
-            x = _to_x(q0, y)
+            x = to_x(q0, y)
             continue
         fx, hx, h, EM, jv = ev
         change = float(np.max(np.abs(fx - x) / np.maximum(np.abs(fx), 1e-300)))
@@ -283,7 +305,7 @@ def solve_anderson(
                     continue
             converged, hats, final = True, hx, (EM, jv)
             break
-        r = _to_y(q0, fx) - y
+        r = to_y(q0, fx) - y
         hats, good = hx, (y.copy(), r.copy())
         h_prev = h if warm else None
         rn = float(np.linalg.norm(r))
@@ -303,14 +325,14 @@ def solve_anderson(
             step = beta * r - (dY + beta * dR) @ gamma
         # a trust region: no order parameter moves by more than a factor e (or tanh-units of 1) at once
         big = float(np.max(np.abs(step)))
-        if big > _MAX_STEP:
-            step = step * (_MAX_STEP / big)
+        if big > MAX_STEP:
+            step = step * (MAX_STEP / big)
         y = y + step
-        x = _to_x(q0, y)
+        x = to_x(q0, y)
     qh, mh, sh = hats
     if not converged and h_prev is not None:  # report x with the hats at x itself
         qh, mh, sh, *_ = ch.hats_and_prox(x[0], x[1], x[2], alpha)
-    return _finish(setting, ch, alpha, x[0], x[1], x[2], qh, mh, sh, it, converged, change, *final)
+    return finish(setting, ch, alpha, x[0], x[1], x[2], qh, mh, sh, it, converged, change, *final)
 
 
 def _evaluate(setting, alpha, x, ch: OutputChannel, h_prev):
@@ -319,7 +341,7 @@ def _evaluate(setting, alpha, x, ch: OutputChannel, h_prev):
         qh, mh, sh, EM, h = ch.hats_and_prox(x[0], x[1], x[2], alpha, h0=h_prev)
         if not (qh > 0 and mh > 0 and sh > 0 and all(map(math.isfinite, (qh, mh, sh)))):
             return None
-        q, m, s, jv, _ = _prior(setting, qh, mh, sh)
+        q, m, s, jv, _ = prior_equations(setting, qh, mh, sh)
     except ValueError:
         return None
     fx = np.array([q, m, s])

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from attnlab.core.validation import check_int
 from attnlab.highdim.convolution import semicircle_convolution
+from attnlab.highdim.fixed_point import FixedPoint
 from attnlab.highdim.setting import Setting
-
-if TYPE_CHECKING:
-    from attnlab.highdim.state_evolution import FixedPoint
 
 __all__ = ["PredictedSpectrum", "predicted_spectrum"]
 

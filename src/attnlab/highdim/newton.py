@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from attnlab.highdim.channel import OutputChannel
-from attnlab.highdim.fixed_point import _MAX_STEP, FixedPoint, _finish, _prior, _start, _to_x, _to_y
+from attnlab.highdim.fixed_point import MAX_STEP, FixedPoint, finish, prior_equations, start_point, to_x, to_y
 from attnlab.highdim.setting import Setting
 
 __all__ = ["solve_newton"]
@@ -90,7 +90,7 @@ class _Map:
     def __call__(self, y: np.ndarray, h0: torch.Tensor | None, mix: _Mix | None) -> _Eval | None:
         self.evals += 1
         ch, q0 = self.ch, self.s.q0
-        x = _to_x(q0, y)
+        x = to_x(q0, y)
         q, m, sg = (float(v) for v in x)
         z = ch.z_of(q, m)  # (N, K)
         h, M = ch.prox_best(z, sg) if h0 is None else ch.prox(z, sg, h0=h0)
@@ -107,13 +107,13 @@ class _Map:
         if not (qh > 0 and mh > 0 and sh > 0 and all(map(math.isfinite, (qh, mh, sh)))):
             return None
         try:
-            fq, fm, fs, jv, _ = _prior(self.s, qh, mh, sh)
+            fq, fm, fs, jv, _ = prior_equations(self.s, qh, mh, sh)
         except ValueError:
             return None
         fx = np.array([fq, fm, fs])
         if not np.all(np.isfinite(fx)):
             return None
-        return _Eval(y, x, fx, _to_y(q0, fx) - y, (qh, mh, sh), EM, jv, h, M, hB, gap)
+        return _Eval(y, x, fx, to_y(q0, fx) - y, (qh, mh, sh), EM, jv, h, M, hB, gap)
 
 
 def _jacobian(F: _Map, cur: _Eval, mx: _Mix | None) -> np.ndarray | None:
@@ -155,7 +155,7 @@ def _newton(
                 step = None
         if step is None or not np.all(np.isfinite(step)):
             step, Jr = beta * cur.r, None
-        step = step * min(1.0, _MAX_STEP / max(float(np.max(np.abs(step))), 1e-300))
+        step = step * min(1.0, MAX_STEP / max(float(np.max(np.abs(step))), 1e-300))
         rn, t, nxt = float(np.linalg.norm(cur.r)), 1.0, None
         for _ in range(5 if fresh else 1):  # backtracking on ‖G‖ (a kept Jacobian: one try)
             trial = F(cur.y + t * step, cur.h, mx)
@@ -168,7 +168,7 @@ def _newton(
             continue
         if nxt is None:  # no decrease along the Newton direction: the damped step
             d = beta * cur.r
-            d = d * min(1.0, _MAX_STEP / max(float(np.max(np.abs(d))), 1e-300))
+            d = d * min(1.0, MAX_STEP / max(float(np.max(np.abs(d))), 1e-300))
             nxt, Jr = F(cur.y + d, cur.h, mx), None
             if nxt is None:
                 return cur, False
@@ -250,7 +250,7 @@ def solve_newton(
     """
     q0 = setting.q0
     beta = 1.0 - damping
-    y0 = _to_y(q0, np.array(_start(setting, init), dtype=float))
+    y0 = to_y(q0, np.array(start_point(setting, init), dtype=float))
     coarse_evals = 0
     if ch.N >= 8 * _COARSE_MIN:  # the approach on an eighth of the nodes, then the solve on all
         Fc = _Map(setting, alpha, ch.head(ch.N // 8))
@@ -265,9 +265,9 @@ def solve_newton(
     J0 = Fc.jac if coarse_evals else None
     first = F(y0, None, None)
     if first is None:
-        x = np.array(_start(setting, init), dtype=float)
+        x = np.array(start_point(setting, init), dtype=float)
         qh, mh, sh, *_ = ch.hats_and_prox(x[0], x[1], x[2], alpha)
-        return _finish(setting, ch, alpha, x[0], x[1], x[2], qh, mh, sh, 1, False, math.inf)
+        return finish(setting, ch, alpha, x[0], x[1], x[2], qh, mh, sh, 1, False, math.inf)
     cur, ok = _newton(F, first, None, tol, beta, max_iter, J0)
     converged, weight, seen, cycled = False, None, [], False
     switched = torch.zeros(ch.N, dtype=torch.bool)  # nodes switched to the lower minimum in a past round
@@ -305,7 +305,7 @@ def solve_newton(
             break
         cur, ok = _newton(F, nxt, None, max(tol, loose), beta, max_iter, F.jac)
     x = cur.x
-    fp = _finish(
+    fp = finish(
         setting, ch, alpha, x[0], x[1], x[2], *cur.hats, F.evals, converged, cur.change, cur.EM, cur.jv
     )
     if converged:

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-_NODES = 192  # default nodes per support interval (see ConvolvedLaw.nodes)
+NODES = 192  # default nodes per support interval (see ConvolvedLaw.nodes)
 
 
 @functools.lru_cache(maxsize=64)
@@ -21,7 +21,7 @@ def _leggauss(n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.polynomial.legendre.leggauss(n)
 
 
-def _angle_nodes(a: float, b: float, n: int = _NODES) -> tuple[np.ndarray, np.ndarray]:
+def _angle_nodes(a: float, b: float, n: int = NODES) -> tuple[np.ndarray, np.ndarray]:
     """Nodes and weights on [a, b] for integrands with square-root behaviour at both ends."""
     gx, gw = _leggauss(n)
     theta = (gx + 1.0) * (math.pi / 2)  # (n,) in (0, π)
@@ -30,7 +30,7 @@ def _angle_nodes(a: float, b: float, n: int = _NODES) -> tuple[np.ndarray, np.nd
     return x, w
 
 
-def _composite_nodes(lo: float, hi: float, inner: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def composite_nodes(lo: float, hi: float, inner: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Composite Gauss–Legendre on [lo, hi] split at ``inner``; one-sided angle maps on the two end pieces
     (square-root behaviour at the outer edges, smooth at the inner break points)."""
     brk = np.unique(np.concatenate([[lo], np.asarray(inner, dtype=float), [hi]]))
@@ -56,7 +56,7 @@ def _composite_nodes(lo: float, hi: float, inner: np.ndarray, n: int) -> tuple[n
     return np.concatenate(xs), np.concatenate(ws)
 
 
-def _graded_nodes(lo: float, hi: float, inner: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def graded_nodes(lo: float, hi: float, inner: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Composite quadrature on [lo, hi] split at ``inner``, every piece angle-mapped at both ends (nodes
     cluster quadratically at every break point, so square-root edges, narrow necks between support pieces
     and a break point placed close to an outer edge are all integrated accurately)."""

@@ -18,12 +18,13 @@ from dataclasses import replace
 import numpy as np
 
 from attnlab.core.validation import check_int, check_real
-from attnlab.highdim.channel import OutputChannel, _one_thread, flat_to_matrix
+from attnlab.highdim.channel import OutputChannel, flat_to_matrix, one_thread
 from attnlab.highdim.channel import flat_to_matrix_map as flat_to_matrix_map
-from attnlab.highdim.fixed_point import FixedPoint, Stability, _prior, solve_anderson, solve_damped
+from attnlab.highdim.fixed_point import FixedPoint, Stability, prior_equations, solve_anderson, solve_damped
 from attnlab.highdim.learned_spectrum import PredictedSpectrum, predicted_spectrum
 from attnlab.highdim.newton import solve_newton
 from attnlab.highdim.setting import Setting, lam_from_lam_tilde, lam_tilde_from_lam
+from attnlab.highdim.spectra import J_and_derivatives
 
 __all__ = [
     "Setting",
@@ -36,6 +37,8 @@ __all__ = [
     "state_evolution",
     "sweep",
     "stability",
+    "channels",
+    "average_fixed_points",
     "select_fixed_point",
     "PredictedSpectrum",
     "predicted_spectrum",
@@ -53,8 +56,9 @@ def state_evolution(
     max_iter: int = 500,
     nodes: int = 4096,
     seed: int = 0,
-    channel: OutputChannel | None = None,
+    channel: OutputChannel | Sequence[OutputChannel] | None = None,
     method: str = "newton",
+    scrambles: int = 4,
 ) -> FixedPoint:
     """Solve the state-evolution equations of docs/highdim.md C3 at sample ratio ``α = n/d²``.
 
@@ -89,11 +93,17 @@ def state_evolution(
     max_iter : int
         Iteration cap (map evaluations; ``converged`` is False when reached).
     nodes : int
-        Number of fixed quasi-random nodes of the output expectation.
+        Number of quasi-random nodes of the output expectation in each scramble.
     seed : int
-        Scrambling seed of the nodes.
-    channel : OutputChannel, optional
-        Precomputed nodes for ``setting`` (sweeps share one).
+        Scrambling seed of the first set of nodes (the others: ``seed + 1``, …).
+    channel : OutputChannel or a sequence of them, optional
+        Precomputed nodes for ``setting`` (sweeps share them; :func:`channels`): one channel is one set of
+        nodes (no error bar), a sequence is solved scramble by scramble as below.
+    scrambles : int
+        The fixed point is solved on ``scrambles`` independently scrambled Sobol sets of nodes (the later
+        ones warm-started from the first) and the reported point is their average, with the quadrature's
+        standard error (spread over √scrambles, randomised quasi-Monte Carlo) in ``FixedPoint.stderr``.
+        A multi-start solve chooses its fixed point on the first set. 1: one set, no error bar.
     method : "newton", "anderson" or "damped"
         The iteration: Newton's method on the order parameters with a difference Jacobian, an approach on
         an eighth of the nodes and warm-started proximal steps checked against cold starts at convergence
@@ -106,6 +116,81 @@ def state_evolution(
     -------
     FixedPoint
     """
+    scrambles = check_int("scrambles", scrambles, min=1)
+    if channel is None:
+        chans = channels(setting, nodes, seed, scrambles)
+    elif isinstance(channel, OutputChannel):
+        chans = [channel]
+    else:
+        chans = list(channel)
+        if not chans or not all(isinstance(c, OutputChannel) for c in chans):
+            raise ValueError("channel: expected an OutputChannel or a non-empty sequence of them")
+    first = _state_evolution_one(
+        setting, alpha, init, starts, damping, tol, max_iter, nodes, seed, chans[0], method
+    )
+    if len(chans) == 1:
+        return first
+    rest = [
+        _state_evolution_one(setting, alpha, first, None, damping, tol, max_iter, nodes, seed, c, method)
+        for c in chans[1:]
+    ]
+    avg = average_fixed_points([first, *rest])
+    # the spectral mass at the averaged (δ, ε), so that the point's rank fraction is its predicted
+    # spectrum's (the average of the scrambles' rank fractions differs by the curvature over their spread)
+    return replace(avg, rank_fraction=J_and_derivatives(setting.spectrum, avg.delta, avg.eps).mass)
+
+
+def channels(setting: Setting, nodes: int = 4096, seed: int = 0, scrambles: int = 4) -> list[OutputChannel]:
+    """``scrambles`` independently scrambled node sets (seeds ``seed``, ``seed + 1``, …) of ``nodes`` nodes
+    each: what :func:`state_evolution` solves on by default."""
+    scrambles = check_int("scrambles", scrambles, min=1)
+    return [OutputChannel(setting, nodes, seed + i) for i in range(scrambles)]
+
+
+#: the fields of a FixedPoint averaged over scrambles, and those given a standard error
+_AVERAGED = (
+    "q", "m", "sigma", "q_hat", "m_hat", "sigma_hat", "test_error", "train_loss", "s_error", "rank_fraction",
+    "delta", "eps", "eta",
+)  # fmt: skip
+_WITH_ERROR = ("q", "m", "sigma", "test_error", "train_loss", "s_error")
+
+
+def average_fixed_points(fps: Sequence[FixedPoint]) -> FixedPoint:
+    """The average of fixed points solved on independent scrambles of the nodes, with standard errors.
+
+    Each field of ``_AVERAGED`` is the mean over the ``R`` points; ``stderr`` holds the sample standard
+    deviation over ``√R`` for ``q, m, Σ``, the test error, the training loss and ``s_error`` (the standard
+    error of randomised quasi-Monte Carlo, unbiased for independent scrambles). Converged when every one
+    is; ``iterations`` is the total; ``mixed_weight`` is NaN when some point has an unresolved cycle, the
+    mean of the resolved weights when some point mixed, else None; ``stable`` and ``candidates`` come from
+    the first point (where the multi-start choice was made).
+    """
+    fps = list(fps)
+    if len(fps) < 2:
+        raise ValueError(f"fps: expected at least two fixed points, got {len(fps)}")
+    vals = {k: np.array([getattr(f, k) for f in fps], dtype=float) for k in _AVERAGED}
+    r = len(fps)
+    err = {k: float(np.std(vals[k], ddof=1) / math.sqrt(r)) for k in _WITH_ERROR}
+    weights = [f.mixed_weight for f in fps if f.mixed_weight is not None]
+    mixed = None
+    if weights:
+        mixed = math.nan if any(math.isnan(w) for w in weights) else float(np.mean(weights))
+    return replace(
+        fps[0],
+        **{k: float(v.mean()) for k, v in vals.items()},
+        iterations=int(sum(f.iterations for f in fps)),
+        converged=all(f.converged for f in fps),
+        max_rel_change=float(max(f.max_rel_change for f in fps)),
+        mixed_weight=mixed,
+        scrambles=r,
+        stderr=err,
+    )
+
+
+def _state_evolution_one(
+    setting, alpha, init, starts, damping, tol, max_iter, nodes, seed, channel, method
+) -> FixedPoint:
+    """:func:`state_evolution` on one set of nodes (``channel``)."""
     alpha = check_real("alpha", alpha, min=0.0, min_open=True)
     damping = check_real("damping", damping, min=0.0, max=1.0, max_open=True)
     tol = check_real("tol", tol, min=0.0, min_open=True)
@@ -114,7 +199,7 @@ def state_evolution(
         raise ValueError(f"method: expected one of {', '.join(_METHODS)}, got {method!r}")
     solve = _METHODS[method]
     start_list = _starts(setting, init, starts)
-    with _one_thread():
+    with one_thread():
         if start_list is None:
             return _solve_retry(solve, setting, alpha, init, damping, tol, max_iter, nodes, seed, channel)
         ch = channel if channel is not None else OutputChannel(setting, nodes, seed)
@@ -218,15 +303,20 @@ def sweep(
     measure what continuation saves) and sharing one set of nodes per setting."""
     out: list[FixedPoint] = []
     prev: FixedPoint | None = None
+
+    def chans(s: Setting):
+        return channels(s, kwargs.get("nodes", 4096), kwargs.get("seed", 0), kwargs.get("scrambles", 4))
+
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("nodes", "seed", "scrambles")}
     if lams is None:
-        ch = OutputChannel(setting, kwargs.get("nodes", 4096), kwargs.get("seed", 0))
+        ch = chans(setting)
         for a in alphas:
             prev = state_evolution(setting, a, init=prev if warm else None, channel=ch, **kwargs)
             out.append(prev)
         return out
     for lam in lams:
         s = replace(setting, lam=lam)
-        ch = OutputChannel(s, kwargs.get("nodes", 4096), kwargs.get("seed", 0))
+        ch = chans(s)
         prev = state_evolution(s, alphas[0], init=prev if warm else None, channel=ch, **kwargs)
         out.append(prev)
     return out
@@ -254,7 +344,7 @@ def stability(
 
     def F(x: np.ndarray) -> np.ndarray:
         qh, mh, sh, _ = ch.hats(x[0], x[1], x[2], fp.alpha)
-        q, m, s, _, _ = _prior(setting, qh, mh, sh)
+        q, m, s, _, _ = prior_equations(setting, qh, mh, sh)
         return np.array([q, m, s])
 
     x0 = np.array([fp.q, fp.m, fp.sigma])
