@@ -431,6 +431,21 @@ def render(template: str, numbers: Mapping[str, Any]) -> str:
     return _Fmt().vformat(template, (), jsonable(dict(numbers)))
 
 
+def render_or_say_why(template: str, numbers: Mapping[str, Any], rows: Sequence[Row], note: str) -> str:
+    """The reading ``template`` filled from ``numbers``; when the numbers lack a name it needs (every
+    point failed, say), no half-filled text: what happened instead, unless the verdict's note says it."""
+    names = {f[1].split(".")[0].split("[")[0] for f in string.Formatter().parse(template or "") if f[1]}
+    missing = sorted(names - set(numbers))
+    if not missing:
+        return render(template, numbers)
+    if note:
+        return ""
+    failed = sum(not r.ok for r in rows)
+    if failed:
+        return f"{failed} of {len(rows)} points failed; the rest cannot give the reading."
+    return f"The rows do not give the reading (no {', '.join(missing[:3])})."
+
+
 # ------------------------------------------------------------------------------------- claims
 @dataclass(frozen=True)
 class Claim:
@@ -677,7 +692,7 @@ class Claim:
             v = self.verdict(rows, pred if pred is not None else Predict())
         else:  # a verdict with no predictions to perturb
             v = self.verdict(rows)
-        prose = render(self.explain.get(v.status, ""), v.numbers)
+        prose = render_or_say_why(self.explain.get(v.status, ""), v.numbers, rows, v.note)
         note = " ".join(s for s in (prose, v.note) if s)
         return dataclasses.replace(v, note=note)
 
