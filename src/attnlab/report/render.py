@@ -379,7 +379,23 @@ def _section_html(o, figures, error, variants) -> list[str]:
 
 
 def _md(s: Any) -> str:
-    return str(s).replace("|", "\\|").replace("\n", " ")
+    """Stored text as Markdown text: HTML escaped (a Markdown renderer passes raw HTML through, so a
+    stored ``<script>`` would run), link brackets and table bars escaped, on one line."""
+    text = html.escape(" ".join(str(s).split()), quote=False)
+    return text.replace("|", "\\|").replace("[", "\\[").replace("]", "\\]")
+
+
+def _md_code(s: Any) -> str:
+    """Stored text inside a code span (shown literally): no backtick that would end it, one line."""
+    return " ".join(str(s).split()).replace("`", "'").replace("|", "\\|")
+
+
+def _fence(text: str) -> str:
+    """A code fence longer than any run of backticks in ``text`` (which cannot close it early)."""
+    import re
+
+    longest = max((len(m) for m in re.findall("`+", text)), default=0)
+    return "`" * max(3, longest + 1)
 
 
 def render_markdown(outcomes, variants, per_claim, errors, stamp, out: Path, not_testable=None) -> str:
@@ -395,14 +411,14 @@ def render_markdown(outcomes, variants, per_claim, errors, stamp, out: Path, not
     ]
     for o in list(outcomes) + list(variants):
         lines.append(
-            f"| `{_md(o.title)}` | {o.grade or '-'} | **{o.verdict.status}** | {_md(o.power.label)} | "
+            f"| `{_md_code(o.title)}` | {o.grade or '-'} | **{o.verdict.status}** | {_md(o.power.label)} | "
             f"{_md(_stability(o))} | {_md(_decisive(o))} | {o.runtime_s:.1f} |"
         )
     lines.append("")
     for o in outcomes:
         v = o.verdict
         lines += [
-            f"## `{o.id}` — {v.status}",
+            f"## `{_md_code(o.id)}` — {v.status}",
             "",
             f"Paper {PAPERS.get(o.paper, o.paper)}; kind {o.kind}; profile {o.profile}; claim version "
             f"{o.version}; {plural(o.points, 'point')}; grade {o.grade or 'undeclared'}; power: "
@@ -413,26 +429,28 @@ def render_markdown(outcomes, variants, per_claim, errors, stamp, out: Path, not
             (
                 "Decisive."
                 if o.assessment.decisive
-                else "Not decisive: " + "; ".join(o.assessment.lacks) + "."
+                else "Not decisive: " + _md("; ".join(o.assessment.lacks)) + "."
             ),
             "",
-            o.statement,
+            _md(o.statement),
             "",
         ]
         if v.regime:
-            lines += [f"*Outside the regime / not resolved:* {v.regime}", ""]
+            lines += [f"*Outside the regime / not resolved:* {_md(v.regime)}", ""]
         if v.note:
-            lines += [f"*Why:* {v.note}", ""]
-        lines += [f"*Tolerance:* {v.tolerance}", "", "*Deciding numbers:*", "", "```json"]
-        lines.append(json.dumps(v.to_dict()["numbers"], indent=1, ensure_ascii=False, default=str))
-        lines += ["```", ""]
+            lines += [f"*Why:* {_md(v.note)}", ""]
+        numbers = json.dumps(v.to_dict()["numbers"], indent=1, ensure_ascii=False, default=str)
+        fence = _fence(numbers)
+        lines += [f"*Tolerance:* {_md(v.tolerance)}", "", "*Deciding numbers:*", "", fence + "json"]
+        lines.append(numbers)
+        lines += [fence, ""]
         for f in per_claim.get(o.id, []):
-            lines += [f"![{f.name}]({f.png.relative_to(out).as_posix()})", ""]
+            lines += [f"![{_md(f.name)}]({f.png.relative_to(out).as_posix()})", ""]
         if o.id in errors:
-            lines += [f"> {errors[o.id]}", ""]
+            lines += [f"> {_md(errors[o.id])}", ""]
     if not_testable:
         lines += ["## Not testable from the statements", "", "| area | statement | why |", "|---|---|---|"]
         for area, items in not_testable.items():
-            lines += [f"| {area} | {_md(what)} | {_md(why)} |" for what, why in items.items()]
+            lines += [f"| {_md(area)} | {_md(what)} | {_md(why)} |" for what, why in items.items()]
         lines.append("")
     return "\n".join(lines) + "\n"
