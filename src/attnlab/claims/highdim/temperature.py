@@ -1,25 +1,26 @@
 """``highdim.temperature``: the theory holds at inverse temperatures β = β0 ≠ 1 (docs/highdim.md C1–C3):
-Adam's student ``rowsoftmax(β Z(S))`` trained on a target at ``β0`` matches the state evolution at the
+the ERM student ``rowsoftmax(β Z(S))`` trained on a target at ``β0`` matches the state evolution at the
 same (β, β0).
 
-Runs :mod:`~attnlab.claims.highdim.theory_vs_adam`'s two sides at β = β0 = 2 (quick) and 0.5, 2 (full), and
-decides with its rule (relative gap of the seed mean within 3% + 2 standard errors of the mean; the
-state-evolution test error and training loss are predictions).
+Runs :mod:`~attnlab.claims.highdim.theory_vs_adam`'s two sides at β = β0 = 2 and decides with its rule on
+the simulations at one dimension, directly (relative gap of the seed mean within 3% + 2 standard errors of
+the gap, the state evolution's quadrature error included; the state-evolution test error and training
+loss are predictions): d = 100 (quick), d = 200 (full, where d = 100 runs beside it and its gaps are
+reported but do not decide). No 1/d extrapolation: two or three sizes cannot test the 1/d trend it
+assumes. α is an open knob: the statement holds at every α, mapped over 0.3016 and 0.5 (quick), and 1.0
+(full); the published β = 2 data cover 0.3 and α ≥ 0.45.
 
 Measurement at β = 2 (each measured at α = 0.3016, λ̃ = 0.01, d = 100): the softmax is sharper, so
-- the state evolution's output quadrature needs more nodes: the test error moves from 0.367 (1024 nodes)
-  to 0.381 (2048) to 0.385 (4096), the training loss within 0.4%; the theory side runs 4096 (quick) and
-  8192 (full);
+- the state evolution's output quadrature needs more nodes: the theory side runs four scrambles of 4096
+  nodes (quick) and 8192 (full), and its standard error enters the tolerance;
 - the training loss has several nearby local minima in W: from the published N(0, 1) start the
   saturated softmax leaves L-BFGS in a higher one (d = 60: 0.0097365 from four starts, against 0.0096781
   from a 0.1-scaled start or by Adam), so the factor starts at scale 0.1 (``init_scale``), which reached
   the lowest training loss of the three optimisers in two of three data sets;
 - the training loss varies from data set to data set by ~3% (d = 100, three seeds: 0.00945, 0.00972,
-  0.01000), so three seeds give an unreliable standard error (a 3-seed run measured 0.2%): six seeds;
+  0.01000), so six seeds (quick) and eight (full);
 - the training loss sits above the state evolution by a finite-size gap larger than at β = 1 (seed means
-  4.7% at d = 100 over six seeds, 2.7% at d = 200 over two), so the simulation runs at d = 60 and 100 and
-  the verdict holds the 1/d extrapolation of the seed means (``theory_vs_adam.seed_estimate``), with its
-  standard error, against the theory.
+  4.7% at d = 100 over six seeds, 2.7% at d = 200 over two).
 
 Negative control ``beta_one_erm``: the ERM side at β = β0 = 1 (``sim_beta = 1``) held against the
 state evolution at β = β0 = 2 must come out "fails".
@@ -28,12 +29,24 @@ state evolution at β = β0 = 2 must come out "fails".
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from attnlab.claims.highdim import theory_vs_adam as tva
-from attnlab.engine.protocol import Claim, Control, Grid, Point, Result
+from attnlab.engine.protocol import (
+    NO_PERTURBATION,
+    Claim,
+    Control,
+    Grid,
+    Knob,
+    Point,
+    Predict,
+    Result,
+    Row,
+    Verdict,
+)
 
-__all__ = ["CLAIM", "CLAIMS", "Params", "run"]
+__all__ = ["CLAIM", "CLAIMS", "Params", "run", "verdict"]
 
 
 @dataclass(frozen=True)
@@ -51,26 +64,28 @@ def run(point: Point) -> Result:
     return tva.run(point)
 
 
-def _grid(
-    betas: list[float], alphas: list[float], ds: list[int], seeds: int, max_steps: int, nodes: int
-) -> Grid:
-    # β = β0 moves together: one grid per temperature; the simulation at several d, extrapolated in 1/d
-    sims = [
-        Grid(
-            {"alpha": alphas, "d": ds},
-            {"side": "simulation", "lam": 0.01, "beta": b, "beta0": b, "max_steps": max_steps},
-            seeds,
-        )
-        for b in betas
-    ]
-    theory = [
-        Grid(
-            {"alpha": alphas},
-            {"side": "theory", "lam": 0.01, "beta": b, "beta0": b, "nodes": nodes, "rep": 0},
-        )
-        for b in betas
-    ]
-    return Grid(sims[0].axes, sims[0].fixed, seeds, extra=sims[1:] + theory)
+def _grid(ds: list[int], seeds: int, max_steps: int, nodes: int) -> Grid:
+    # β = β0 = 2 (Params defaults); α is the knob (one value per cell); the simulation at each d
+    sims = Grid({"d": ds}, {"side": "simulation", "lam": 0.01, "max_steps": max_steps}, seeds)
+    theory = Grid({}, {"side": "theory", "lam": 0.01, "nodes": nodes, "rep": 0})
+    return Grid(sims.axes, sims.fixed, seeds, extra=[theory])
+
+
+def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
+    """:func:`theory_vs_adam.verdict` on the largest d's simulation rows (and the theory rows); the gaps at
+    the other d are added to the numbers (``rel_gap_<key>_d<d>``) without deciding."""
+    ds = sorted({r.params["d"] for r in rows if r.params.get("side") == "simulation"})
+    if not ds:
+        return tva.verdict(rows, pred)
+    top = [r for r in rows if r.params.get("side") != "simulation" or r.params["d"] == ds[-1]]
+    v = tva.verdict(top, pred)
+    extra = {}
+    for dd in ds[:-1]:
+        sub = tva.verdict([r for r in rows if r.params.get("side") != "simulation" or r.params["d"] == dd])
+        for k, x in sub.numbers.items():
+            if k.startswith("rel_gap_") or k == "worst_gap_over_tol":
+                extra[f"{k}_d{dd}"] = x
+    return dataclasses.replace(v, numbers={**v.numbers, **extra})
 
 
 CLAIM = Claim(
@@ -79,15 +94,22 @@ CLAIM = Claim(
     grade="evidence",
     paper=tva.PAPER,
     statement="At β = β0 ≠ 1 the ERM's test error and training loss match the state evolution at the same "
-    "temperatures (extrapolated to d → ∞ from d = 60 and 100, within 3% + 2 standard errors).",
-    version=4,
+    "temperatures (β = β0 = 2, decided at d = 100 (quick) or 200 (full) directly, within 3% + 2 standard "
+    "errors of the gap; mapped over α).",
+    version=5,
     params=Params,
     grids={
-        "quick": _grid([2.0], [0.3016], [60, 100], 6, 1500, 4096),
-        "full": _grid([0.5, 2.0], [0.3016, 1.0], [100, 200], 8, 3000, 8192),
+        "quick": _grid([100], 6, 1500, 4096),
+        "full": _grid([100, 200], 8, 3000, 8192),
     },
     run=run,
-    verdict=tva.verdict,
+    verdict=verdict,
+    knobs={
+        "alpha": Knob(
+            {"quick": [0.3016, 0.5], "full": [0.3016, 0.5, 1.0]},
+            "the statement holds at every sample ratio; the published β = 2 data cover 0.3 and α >= 0.45",
+        )
+    },
     predictions=tva.CLAIM.predictions,
     controls={
         "beta_one_erm": Control(

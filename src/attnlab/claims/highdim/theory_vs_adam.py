@@ -10,9 +10,11 @@ same problem from ``Params`` (κ0, Δ, T, λ̃), so ``--set kappa0=0.3`` moves t
 
 Verdict rule: per (α, λ̃) and for the test error and the training loss, the relative gap of the Adam seed
 mean to the state evolution (the predictions ``se_test_error``, ``se_train_loss``), over a tolerance ``3% +
-2 × standard error of the seed mean`` (a finite-d bias allowance plus the seeds' noise); "holds" when the
-worst ratio is at most 1, "fails" otherwise; "inconclusive" outside the regime (d < 100, fewer than three
-seeds, unconverged state evolution).
+2 × standard error of the gap`` (a finite-d bias allowance plus the noise of both sides: the seed mean's
+standard error and the state evolution's quadrature standard error, from its four independent scrambles,
+added in quadrature); "holds" when the worst ratio is at most 1, "fails" otherwise (branch "seed-mean
+gap"; the band is the largest tolerance as a fraction of its prediction); "inconclusive" outside the
+regime (d < 100, fewer than three seeds, unconverged state evolution).
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ def run(point: Point, p: Params | None = None) -> Result:
             metrics={
                 "se_test_error": fp.test_error,
                 "se_train_loss": fp.train_loss,
+                # the quadrature's standard errors (independent scrambles of the nodes)
+                "se_test_error_stderr": fp.stderr["test_error"],
+                "se_train_loss_stderr": fp.stderr["train_loss"],
                 "se_converged": fp.converged,
                 "device": "cpu",  # state evolution: numpy/scipy
             }
@@ -126,7 +131,8 @@ def sides(rows: Sequence[Row]) -> tuple[dict, dict]:
 
 TOLERANCE = (
     "relative gap of the seed mean (or of its 1/d extrapolation when several d ran) <= 3% + 2 standard "
-    "errors of that estimate, test error and training loss"
+    "errors of the gap (that estimate's and the state evolution's quadrature error), test error and "
+    "training loss"
 )
 
 
@@ -167,7 +173,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
     if not pairs:
         return Verdict("inconclusive", {}, "-", note + "needs a state-evolution and an ERM row per (α, λ̃)")
     ds = sorted({r.params["d"] for k in pairs for r in sim[k]})
-    worst, d = 0.0, max(ds)  # one d: that d; several: the extrapolation rests on the largest
+    worst, d, band = 0.0, max(ds), 0.0  # one d: that d; several: the extrapolation rests on the largest
     nums: dict = {}
     seeds = min(
         sum(1 for r in sim[k] if r.params["d"] == dd) for k in pairs for dd in {r.params["d"] for r in sim[k]}
@@ -179,17 +185,22 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
             est, se, per = seed_estimate(rs, key)
             th = pred("se_" + key, th_m["se_" + key])
             gap = abs(est - th) / abs(th)
-            # the estimate's standard error (the seed mean's, not one seed's spread)
+            # the estimate's standard error (the seed mean's, not one seed's spread) and the theory's own
+            # (quadrature over independent scrambles; 0 for rows stored before it was recorded)
             sem = se / abs(th)
+            th_se = float(th_m.get(f"se_{key}_stderr", 0.0)) / abs(th)
             nums[f"rel_gap_{key}_a{a}_l{lam}"] = gap
             nums[f"rel_sem_{key}_a{a}_l{lam}"] = sem
+            nums[f"rel_se_stderr_{key}_a{a}_l{lam}"] = th_se
             if len(per) > 1:
                 for dd, (mean, _) in per.items():
                     nums[f"rel_gap_{key}_a{a}_l{lam}_d{dd}"] = abs(mean - th) / abs(th)
             # a finite-d bias allowance plus the seed noise of the mean (a control designed to hold, seq2lab
             # in highdim.seq2seq, failed under max(sem, 3%): gaps of 4% occur between 3-seed means at d = 100)
-            worst = max(worst, gap / (FLOOR + 2 * sem))
-    nums.update(worst_gap_over_tol=worst, d=d, seeds=seeds, points=len(pairs))
+            tol = FLOOR + 2 * float(np.hypot(sem, th_se))
+            worst = max(worst, gap / tol)
+            band = max(band, tol)
+    nums.update(worst_gap_over_tol=worst, d=d, seeds=seeds, points=len(pairs), band=band)
     nums["ds"] = ds
     nums["alphas"] = sorted({a for a, _ in pairs})
     nums["lams"] = sorted({lam for _, lam in pairs})
@@ -202,7 +213,8 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         return Verdict.outside(
             f"d = {d} with {seeds} seed(s) per point; the regime is d >= 100, >= 3 seeds", nums, TOLERANCE
         )
-    return Verdict("holds" if worst <= 1 else "fails", nums, TOLERANCE, note)
+    status = "holds" if worst <= 1 else "fails"
+    return Verdict(status, nums, TOLERANCE, note, branch="seed-mean gap", band=band)
 
 
 CLAIM = Claim(
@@ -213,7 +225,7 @@ CLAIM = Claim(
     statement="The ERM minimiser's test error and training loss (found by L-BFGS; Adam with --set "
     "optimizer=adam) match the state-evolution prediction (within 3% + 2 standard errors of the seed mean "
     "at d = 100).",
-    version=3,
+    version=4,
     params=Params,
     # the simulation grid carries the seed replicates; the state evolution (deterministic, independent of
     # d) is an extra grid with its one replicate fixed (rep = 0)
