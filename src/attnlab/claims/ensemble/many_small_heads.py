@@ -129,8 +129,8 @@ CLAIM = Claim(
     version=3,
     params=Params,
     grids={
-        "quick": Grid({"n": [300, 3000]}, fixed={"c": 2.0, "D": 16, "d": 16}, seeds=12),
-        "full": Grid({"n": [300, 3000, 30000]}, fixed={"c": 2.0, "D": 16, "d": 16, "reps": 24}, seeds=12),
+        "quick": Grid({"n": [300, 3000]}, fixed={"c": 2.0, "D": 16, "d": 16}, seeds=24),
+        "full": Grid({"n": [300, 3000, 30000]}, fixed={"c": 2.0, "D": 16, "d": 16, "reps": 24}, seeds=24),
     },
     run=run,
     verdict=verdict,
