@@ -41,6 +41,36 @@ def test_report_renders_cleanly_in_chromium(report):
     assert set(ids) <= set(checks["sections"])
 
 
+@pytest.mark.parametrize("width", [800, 1400])
+def test_the_board_keeps_words_whole_at_both_widths(report, width, tmp_path):
+    """Also with a claim id as long as the longest real ones (the board once broke those, and the
+    'theorem' and 'inconclusive' beside them, mid-word at 800 px)."""
+    from attnlab.report.render import _breakable
+
+    rep, ids = report
+    html = rep.html.read_text()
+    assert "<code>test.<wbr>value</code>" in html
+    long_id = _breakable("ensemble.variance-needs-decorrelation-and-more")
+    page = tmp_path / "board.html"
+    page.write_text(html.replace("<code>test.<wbr>value</code>", f"<code>{long_id}</code>"))
+    checks = layout_checks(page, width=width)
+    assert checks["midword"] == [], checks["midword"]
+    assert checks["overflow_count"] == 0, checks["overflow"]
+    assert checks["scroll_width"] <= checks["width"]
+
+
+def test_checks_detect_a_word_broken_across_lines(report, tmp_path):
+    """The mid-word check can fail: a 40 px column that may break anywhere splits 'inconclusive'."""
+    rep, _ = report
+    bad = tmp_path / "midword.html"
+    planted = (
+        "<table data-whole-words style='width:40px;table-layout:fixed'>"
+        "<tr><td style='overflow-wrap:anywhere'>inconclusive</td></tr></table></body>"
+    )
+    bad.write_text(rep.html.read_text().replace("</body>", planted))
+    assert "inconclusive" in layout_checks(bad, width=800)["midword"]
+
+
 def test_checks_detect_a_planted_overflow_and_a_broken_image(report, tmp_path):
     """The browser checks can fail: a 3000 px wide table and an image that cannot load."""
     rep, _ = report

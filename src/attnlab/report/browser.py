@@ -70,7 +70,7 @@ def screenshot(html: Path, png: Path, width: int = 1400, height: int = 1800, tim
     return png
 
 
-_CHECK_JS = """
+_CHECK_JS = r"""
 <script>
 window.addEventListener('load', function () {
   var W = document.documentElement.clientWidth;
@@ -84,10 +84,29 @@ window.addEventListener('load', function () {
       over.push(el.tagName + (el.id ? '#' + el.id : '') + ' right=' + Math.round(r.right));
     }
   });
+  // words of the verdict board (and any table marked data-whole-words) laid out on more than one line
+  var midword = [];
+  document.querySelectorAll('table.board td, table.board th, [data-whole-words] td').forEach(function (cell) {
+    var walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    var node;
+    while ((node = walk.nextNode())) {
+      var re = /\S+/g, m;
+      while ((m = re.exec(node.data))) {
+        var range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        var tops = {};
+        Array.from(range.getClientRects()).forEach(function (r) {
+          if (r.width > 0) { tops[Math.round(r.top)] = true; }
+        });
+        if (Object.keys(tops).length > 1) { midword.push(m[0]); }
+      }
+    }
+  });
   var sections = Array.from(document.querySelectorAll('section.claim'))
                      .map(function (s) { return s.id; });
   var out = {width: W, images: imgs.length, broken: broken, overflow: over.slice(0, 20),
-             overflow_count: over.length, sections: sections,
+             overflow_count: over.length, sections: sections, midword: midword.slice(0, 20),
              scroll_width: document.documentElement.scrollWidth};
   var pre = document.createElement('pre'); pre.id = 'attnlab-checks'; pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
@@ -100,7 +119,9 @@ def layout_checks(html: Path, width: int = 1400, timeout: float = 120) -> dict[s
     """Load ``html`` in headless Chromium at ``width`` px and report what a reader would notice.
 
     Returns ``images`` (count), ``broken`` (alt texts of images that did not load), ``overflow``
-    (elements reaching past the viewport's right edge), ``sections`` (ids of the claim sections).
+    (elements reaching past the viewport's right edge), ``sections`` (ids of the claim sections),
+    ``midword`` (words of the verdict board, or of a table marked ``data-whole-words``, that the layout
+    broke across lines: "theore/m").
     """
     text = Path(html).read_text(encoding="utf-8").replace("</body>", _CHECK_JS + "</body>")
     with tempfile.TemporaryDirectory(prefix="attnlab-check-") as tmp:

@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from attnlab.engine.runner import DB_NAME, ClaimOutcome, outcomes_from_stored  # noqa: E402
 from attnlab.engine.store import Store  # noqa: E402
-from attnlab.report.figures import figure_function  # noqa: E402
+from attnlab.report.figures import figure_function, legible  # noqa: E402
 from attnlab.report.render import format_numbers, render_html, render_markdown  # noqa: E402
 
 __all__ = ["build_report", "collect_outcomes", "Report", "FigureFile", "format_numbers"]
@@ -88,6 +88,7 @@ def _figures(
         stem = f"{outcome.id}__{name}".replace("/", "_")
         png, svg = fig_dir / f"{stem}.png", fig_dir / f"{stem}.svg"
         buf = io.BytesIO()
+        legible(fig)  # no legend or label below MIN_FONT_PT, whatever the figure function chose
         fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
         png.write_bytes(buf.getvalue())
         fig.savefig(svg, format="svg", bbox_inches="tight")

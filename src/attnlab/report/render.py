@@ -93,7 +93,17 @@ figure{margin:1em 0} figure img{max-width:100%;height:auto;border:1px solid #eee
 .note{color:#555;font-size:.92em} .err{color:#a00}
 section.claim{border-top:2px solid #ddd;padding-top:.5em;margin-top:1.5em}
 details>summary{cursor:pointer;color:#345}
+table.board{table-layout:auto}
+table.board th,table.board td,table.board code{overflow-wrap:normal;word-break:normal}
 """
+
+
+def _breakable(s: Any) -> str:
+    """Escaped text that may wrap after a dot, hyphen, comma or equals sign (``<wbr>``), never inside a
+    word: a long claim id fits a narrow column without breaking "theorem" into "theore/m"."""
+    import re
+
+    return re.sub(r"([.\-,=])", r"\1<wbr>", _e(s))
 
 
 def _value_html(v: Any, depth: int = 0) -> str:
@@ -149,7 +159,7 @@ def headline_html(outcomes) -> str:
 
 def _board(outcomes, variants) -> list[str]:
     parts = [
-        "<h2>Verdict board</h2><table><colgroup><col style='width:22%'><col style='width:9%'>"
+        "<h2>Verdict board</h2><table class='board'><colgroup><col style='width:22%'><col style='width:9%'>"
         "<col style='width:9%'><col style='width:18%'><col style='width:12%'><col style='width:30%'>"
         "</colgroup><tr><th>claim</th><th>grade</th><th>verdict</th><th>power</th><th>stability</th>"
         "<th>decisive, or what it lacks</th></tr>"
@@ -158,7 +168,8 @@ def _board(outcomes, variants) -> list[str]:
         label, cls = _power_cell(o)
         dec = _decisive(o)
         parts.append(
-            f"<tr><td><a href='#{_e(o.id)}'><code>{_e(o.title)}</code></a></td><td>{_e(o.grade or '-')}</td>"
+            f"<tr><td><a href='#{_e(o.id)}'><code>{_breakable(o.title)}</code></a></td>"
+            f"<td>{_e(o.grade or '-')}</td>"
             f"<td class='{o.verdict.status}'>{o.verdict.status}</td><td class='{cls}'>{_e(label)}</td>"
             f"<td>{_e(_stability(o))}</td>"
             f"<td class='{'holds' if dec == 'decisive' else 'note'}'>{_e(dec)}</td></tr>"
