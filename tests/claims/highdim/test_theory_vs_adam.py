@@ -57,6 +57,22 @@ def test_tolerance_is_a_floor_plus_two_standard_errors():
     assert CLAIM.decide(_rows(1.05)).status == "fails"
 
 
+def test_theory_error_bar_widens_the_tolerance():
+    # a 5% gap with tight seeds fails under 3% + 2 sem; a state evolution whose quadrature standard error is
+    # 1.5% of its value widens the tolerance to 3% + 2·√(sem² + 1.5%²) ≈ 6.0% and the same gap holds
+    rows = _rows(1.05)
+    assert CLAIM.decide(rows).status == "fails"
+    for i, r in enumerate(rows):
+        if r.params["side"] == "theory":
+            extra = {"se_test_error_stderr": 0.015 * 0.17, "se_train_loss_stderr": 0.015 * 0.012}
+            rows[i] = _row(r.params, {**r.metrics, **extra})
+    v = CLAIM.decide(rows)
+    sem = v.numbers["rel_sem_test_error_a0.5_l0.1"]
+    assert v.numbers["rel_se_stderr_test_error_a0.5_l0.1"] == pytest.approx(0.015)
+    assert v.status == "holds" and v.band == pytest.approx(0.03 + 2 * (sem**2 + 0.015**2) ** 0.5, rel=1e-6)
+    assert v.branch == "seed-mean gap"
+
+
 def test_a_few_percent_on_the_theory_side_flips_it():
     pw = resolving_power(CLAIM, _rows(1.01))
     # a 1% gap under a tolerance of 3% + 2 × 0.29%: the verdict flips once the prediction moves by 5%

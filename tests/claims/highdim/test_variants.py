@@ -41,16 +41,19 @@ def test_settings_reach_both_sides():
             "simulation",
             "theory",
         }
-        # temperature extrapolates in 1/d from d = 60 and 100; the others run at d = 100
-        want = {60, 100} if mod is temperature else {100}
-        assert {p.p.d for p in pts if p.p.side == "simulation"} == want
+        # all run at d = 100 in the quick profile (temperature decides there directly, no extrapolation)
+        assert {p.p.d for p in pts if p.p.side == "simulation"} == {100}
     pts = tokens.CLAIM.points("quick")
     # ᾱ = α (T² + T − 2)/2 = 0.6 at T = 3 and 5, both sides, three seeds of Adam per T
     for t in (3, 5):
         sel = [p.p for p in pts if p.p.tokens == t]
         assert {round(p.alpha * (t * t + t - 2) / 2, 12) for p in sel} == {0.6}
         assert sum(p.side == "simulation" for p in sel) == 3 and sum(p.side == "theory" for p in sel) == 1
-    assert {(p.p.beta, p.p.beta0) for p in temperature.CLAIM.points("full")} == {(0.5, 0.5), (2.0, 2.0)}
+    full = [p.p for p in temperature.CLAIM.points("full") if not p.control]
+    assert {(p.beta, p.beta0) for p in full} == {(2.0, 2.0)}
+    assert {p.d for p in full if p.side == "simulation"} == {100, 200}
+    # α is an open knob: the quick map runs 0.5 beside the test's 0.3016
+    assert temperature.CLAIM.map_cells("quick") == [("alpha", 0.5)]
 
 
 def test_controls_as_designed():
@@ -75,8 +78,29 @@ def test_theory_points_use_the_setting():
 
     p = next(q for q in temperature.CLAIM.points("quick", overrides={"nodes": 512}) if q.p.side == "theory")
     got = temperature.CLAIM.run(p).metrics["se_test_error"]
-    ref = state_evolution(Setting(lam=0.01, beta=2.0, beta0=2.0), 0.3016, nodes=512).test_error
-    assert got == ref
+    ref = state_evolution(Setting(lam=0.01, beta=2.0, beta0=2.0), 0.3016, nodes=512)
+    assert got == ref.test_error
+    assert temperature.CLAIM.run(p).metrics["se_test_error_stderr"] == ref.stderr["test_error"] > 0
+
+
+def test_temperature_decides_at_the_largest_d_only():
+    # d = 100 misses by 10% (would fail), d = 200 within 1% (holds): the verdict is d = 200's, and the
+    # d = 100 gap is reported beside it without deciding; swapped, it fails
+    def rows(f100, f200):
+        th = {"se_test_error": 0.17, "se_train_loss": 0.012, "se_converged": True}
+        out = [Row("x", {"side": "theory", "alpha": 0.3016, "lam": 0.01, "rep": 0}, "ok", th)]
+        for d, f in ((100, f100), (200, f200)):
+            for rep in range(4):
+                j = 1 + 0.002 * (rep - 1)
+                m = {"sim_test_error": 0.17 * f * j, "sim_train_loss": 0.012 * f * j}
+                prm = {"side": "simulation", "alpha": 0.3016, "lam": 0.01, "d": d, "rep": rep}
+                out.append(Row("x", prm, "ok", m))
+        return out
+
+    v = temperature.verdict(rows(1.10, 1.01))
+    assert v.status == "holds" and v.numbers["d"] == 200 and v.branch == "seed-mean gap"
+    assert v.numbers["rel_gap_test_error_a0.3016_l0.01_d100"] == pytest.approx(1.10 * 1.001 - 1, rel=1e-9)
+    assert temperature.verdict(rows(1.01, 1.10)).status == "fails"
 
 
 def test_temperature_control_trains_at_beta_one(monkeypatch):
