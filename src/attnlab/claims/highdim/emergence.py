@@ -217,7 +217,7 @@ CLAIM = Claim(
     statement="With a power-law target the modes are recovered one after another as α grows, and the "
     "error along each target direction drops fastest where its outlier leaves the bulk, in theory and for "
     "the ERM.",
-    version=5,
+    version=6,
     params=Params,
     grids={
         "quick": Grid(

@@ -192,7 +192,7 @@ CLAIM = Claim(
     statement="More recovered outliers, better generalisation: keeping more of the learned outliers lowers "
     "the test error, by the gain the theory's η·ReLU(S0 + δZ − ε) predicts; outliers that carry no "
     "information on the target do not.",
-    version=1,
+    version=2,
     params=Params,
     grids={
         "quick": Grid({"alpha": [0.06, 0.15, 0.4]}, {"d": 40, "gamma": 1.0, "noise": 0.1, "lam": 0.01}),
