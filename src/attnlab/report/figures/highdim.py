@@ -41,7 +41,15 @@ def theory_vs_adam(rows: Sequence[Row]) -> dict[str, Any]:
     ax = ax[0][0]
     for lam in sorted({k[1] for k in theory} | {k[1] for k in sim}):
         ka = sorted(a for a, lm in theory if lm == lam)
-        line = ax.plot(ka, [theory[(a, lam)]["se_test_error"] for a in ka], "-", label=f"theory λ̃={lam}")
+        line = ax.errorbar(
+            ka,
+            [theory[(a, lam)]["se_test_error"] for a in ka],
+            # the quadrature's standard error (independent scrambles), where the row records it
+            yerr=[theory[(a, lam)].get("se_test_error_stderr", 0.0) for a in ka],
+            fmt="-",
+            capsize=2,
+            label=f"theory λ̃={lam} (± quadrature s.e.)",
+        ).lines
         sa = sorted(a for a, lm in sim if lm == lam)
         vals = [np.array([r.metrics["sim_test_error"] for r in sim[(a, lam)]]) for a in sa]
         ax.errorbar(
