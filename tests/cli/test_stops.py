@@ -34,12 +34,12 @@ def _group_gone(pgid: int, wait_s: float = 10.0) -> bool:
 
 
 def test_sigterm_stops_a_run_as_ctrl_c_does(tmp_path):
-    """The worker starting x = 3 sends SIGTERM to the run (``kill PID``, what a scheduler sends first)."""
+    """The worker starting x = 6 sends SIGTERM to the run (``kill PID``, what a scheduler sends first)."""
     out = tmp_path / "res"
     args = ["claims", "run", "test.value", "--backend", "process", "--workers", "2", "--threads", "1"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "attnlab.cli.main", *args, "--set", "sleep=0.2", "--out", str(out)],
-        env=cli_env() | {"ATTNLAB_TEST_INTERRUPT_AT": "3", "ATTNLAB_TEST_INTERRUPT_SIGNAL": "TERM"},
+        env=cli_env() | {"ATTNLAB_TEST_INTERRUPT_AT": "6", "ATTNLAB_TEST_INTERRUPT_SIGNAL": "TERM"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -41,6 +41,7 @@ def dry_run(claims, profile, seed, sets, out: Path, workers, device, json_out: b
     db = out / DB_NAME
     store = Store(db, readonly=True) if db.exists() else None
     rows, total_s, unknown = [], 0.0, []
+    costs = store.mean_runtimes(profile) if store else {}  # this profile's costs only (engine.costs)
     try:
         for c in claims:
             names = param_names(c, profile)
@@ -48,7 +49,7 @@ def dry_run(claims, profile, seed, sets, out: Path, workers, device, json_out: b
             pts = [p for s in (seeds or [seed]) for p in c.points(profile, s, mine, device)]
             ids = [p.point_id for p in pts]
             done = store.done_ids(ids, ("ok",)) if store else set()
-            mean = store.mean_runtime(c.id) if store else None
+            mean = costs.get(c.id)
             todo = len(pts) - len(done)
             est = None if mean is None else mean * todo
             if est is None and todo:
@@ -65,12 +66,14 @@ def dry_run(claims, profile, seed, sets, out: Path, workers, device, json_out: b
         "claims": rows,
         "points": sum(r["points"] for r in rows),
         "to_compute": sum(r["to_compute"] for r in rows),
-        "estimate_cpu_s": round(total_s, 1),
-        "estimate_wall_s": round(total_s / n_workers, 1),
+        "estimate_cpu_s": round(total_s, 1) if not unknown else None,
+        "estimate_cpu_s_known": round(total_s, 1),
+        "estimate_wall_s": round(total_s / n_workers, 1) if not unknown else None,
         "workers": n_workers,
         "unknown": unknown,
-        "note": "estimates are mean stored runtimes per point of each claim (any profile) times the points "
-        "left; claims with nothing stored are listed as unknown",
+        "note": f"estimates are mean stored runtimes per point of each claim at the {profile} profile times "
+        "the points left; claims with no runtime stored at that profile are listed as unknown, and the "
+        "totals are then null (estimate_cpu_s_known sums the others)",
     }
     if json_out:
         emit_json(result)
@@ -86,10 +89,14 @@ def dry_run(claims, profile, seed, sets, out: Path, workers, device, json_out: b
         t.add_row(r["id"], str(r["points"]), str(r["stored"]), str(r["to_compute"]),
                   "?" if m is None else f"{m:.2f}", "?" if e is None else f"{e:.0f}")  # fmt: skip
     out_console.print(t)
-    out_console.print(
-        f"estimate: {total_s:.0f} CPU s, about {total_s / n_workers:.0f} s on {n_workers} worker(s)"
-        + (f"; no stored runtime for {len(unknown)} claim(s)" if unknown else "")
+    from attnlab.engine.costs import Estimate
+
+    left = {r["id"]: r["to_compute"] for r in rows if r["id"] in unknown}
+    est = Estimate(total_s, left)
+    cpu = (
+        f"{total_s:.0f} CPU s" if not unknown else (f"at least {total_s:.0f} CPU s" if total_s else "unknown")
     )
+    out_console.print(f"estimate: {cpu}; wall time {est.text(n_workers)} on {n_workers} worker(s)")
 
 
 def check_dest(to: Path | None, out: Path) -> Path:

@@ -334,8 +334,16 @@ class LogTicker:
     update still shows that the command is alive.
     """
 
-    def __init__(self, description: str, total: float | None = None, unit: str = "steps", every: float = 0):
+    def __init__(
+        self,
+        description: str,
+        total: float | None = None,
+        unit: str = "steps",
+        every: float = 0,
+        eta: Any = None,
+    ):
         self.description, self.total, self.unit = description, total, unit
+        self.eta = eta  # a callable giving "ETA …" from the work's costs; default: from the rate
         self.every = every or _progress_every()
         self.done = 0.0
         self._t0 = time.monotonic()
@@ -356,11 +364,13 @@ class LogTicker:
             count = f", {self.done:g} {self.unit} done" if self.done else ""
             return f"{self.description}: {_duration(elapsed)} elapsed{count}"
         rate = self.done / elapsed if elapsed > 0 else 0.0
-        eta = _duration((self.total - self.done) / rate) if rate > 0 else "unknown"
+        if self.eta is not None:
+            eta = self.eta()
+        else:
+            eta = "ETA " + (_duration((self.total - self.done) / rate) if rate > 0 else "unknown")
         pct = 100.0 * self.done / self.total
         return (
-            f"{self.description}: {self.done:g}/{self.total:g} ({pct:.0f}%), "
-            f"{rate:.3g} {self.unit}/s, ETA {eta}"
+            f"{self.description}: {self.done:g}/{self.total:g} ({pct:.0f}%), {rate:.3g} {self.unit}/s, {eta}"
         )
 
     def _run(self) -> None:

@@ -47,30 +47,34 @@ class _Bar:
         if event == "start":
             total, todo = payload["total"], payload["todo"]
             err_console.print(f"[dim]{total} points: {total - todo} stored already, {todo} to compute[/dim]")
+            from attnlab.engine.costs import Eta
+
+            # the ETA prices the points left of each claim at its stored cost (engine.costs)
+            self.eta = Eta(payload.get("by_claim", {}), payload.get("cost", {}), payload.get("workers", 1))
             if todo and not err_console.is_terminal:  # a log: one line every ~10 s (done/total, rate, ETA)
                 from attnlab.cli.common import LogTicker
 
-                self.ticker = LogTicker("computing", todo, unit="points")
+                self.ticker = LogTicker("computing", todo, unit="points", eta=self.eta.text)
             elif todo:
-                from rich.progress import TimeRemainingColumn
-
                 self.progress = Progress(
                     TextColumn("[bold]{task.description}"),
                     BarColumn(),
                     MofNCompleteColumn(),
                     TimeElapsedColumn(),
-                    TimeRemainingColumn(),
+                    TextColumn("{task.fields[eta]}"),
                     TextColumn("{task.fields[last]}"),
                     console=err_console,
                     transient=False,
                 )
                 self.progress.start()
-                self.task = self.progress.add_task("computing", total=todo, last="")
-        elif event == "point" and getattr(self, "ticker", None) is not None:
+                self.task = self.progress.add_task("computing", total=todo, last="", eta=self.eta.text())
+        if event == "point" and getattr(self, "eta", None) is not None:
+            self.eta.done(payload.claim_id, payload.runtime_s or 0.0)
+        if event == "point" and getattr(self, "ticker", None) is not None:
             self.ticker.update(advance=1, description=f"computing (last: {payload.claim_id})")
         elif event == "point" and self.progress is not None:
             mark = "" if payload.status == "ok" else " [red]failed[/red]"
-            self.progress.update(self.task, advance=1, last=f"{payload.claim_id}{mark}")
+            self.progress.update(self.task, advance=1, last=f"{payload.claim_id}{mark}", eta=self.eta.text())
 
     def close(self) -> None:
         if getattr(self, "ticker", None) is not None:

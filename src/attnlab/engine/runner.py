@@ -211,7 +211,20 @@ def run_claims(
                     runs.append((claim, run_id, ids, mine, variant))
                     items.extend(WorkItem(claim.module, p, threads, prov) for p in todo)
             if progress:
-                progress("start", {"total": summary.total, "todo": len(items)})
+                by_claim: dict[str, int] = {}
+                for it in items:
+                    by_claim[it.point.claim_id] = by_claim.get(it.point.claim_id, 0) + 1
+                # per-claim points left and stored costs: the ETA prices each claim's points (engine.costs)
+                progress(
+                    "start",
+                    {
+                        "total": summary.total,
+                        "todo": len(items),
+                        "by_claim": by_claim,
+                        "cost": store.mean_runtimes(profile),
+                        "workers": workers if backend != "serial" else 1,
+                    },
+                )
             for rec in run_items(items, backend, workers if backend != "serial" else 1):
                 store.write_point(rec)
                 summary.computed += 1

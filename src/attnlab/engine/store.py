@@ -348,6 +348,15 @@ class Store:
         ).fetchone()
         return float(r[0]) if r and r[1] else None
 
+    def mean_runtimes(self, profile: str) -> dict[str, float]:
+        """Mean stored runtime (CPU s) of each claim's finished points at ``profile`` (claims with none
+        are absent: their cost is unknown, not 0)."""
+        q = (
+            "SELECT claim_id, AVG(runtime_s) FROM points WHERE status = 'ok' AND profile = ? "
+            "GROUP BY claim_id"
+        )
+        return {cid: float(m) for cid, m in self._con.execute(q, (profile,)) if m is not None}
+
     def arrays(self, point_id: str) -> dict[str, np.ndarray]:
         cur = self._con.execute("SELECT name, data FROM artifacts WHERE point_id = ?", (point_id,))
         return {name: unpack_array(blob) for name, blob in cur}
