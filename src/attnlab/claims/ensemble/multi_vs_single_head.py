@@ -14,8 +14,10 @@ seeds below 0 holds, above 0 fails, otherwise inconclusive. Δ at every n is rep
 same heads' large-sample limits (``ensemble.budget.radial_limit``): averaged heads keep the averaging
 floor, the single head of size d has none, so at large n averaging must lose to it.
 
-The weighting of the heads and the projection scale c are open knobs (weighting averaged or summed,
-c ∈ {1, 2, 4}). Control (one knob): ``pure-noise`` (``target="zero"``) — with nothing to learn the MSE is
+The weighting of the heads, the projection scale c and the reading of 1/√d_k are open knobs (weighting
+averaged or summed, c ∈ {1, 2, 4}, bandwidth temperature or kernel sd: read as the temperature, the one
+head of size 16 smooths with a kernel of sd 1 in its own coordinates at c = 2, and its large-sample limit
+is worse than the heads' averaging floor). Control (one knob): ``pure-noise`` (``target="zero"``) — with nothing to learn the MSE is
 variance alone, which many averaged narrow heads make smaller than one head of size D (must hold).
 """
 
@@ -122,6 +124,9 @@ CLAIM = Claim(
         "weighting": Knob(
             ["averaged", "summed"],
             "the paper averages its heads; attention's concatenation with an output map adds them",
+        ),
+        "bandwidth": Knob(
+            ["scale", "sd"], "h = 1/√d_k read as attention's score temperature or as the kernel's sd"
         ),
     },
     regime="D ≤ d, the single head of size D among the splits",
