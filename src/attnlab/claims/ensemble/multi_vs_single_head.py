@@ -18,7 +18,8 @@ The weighting of the heads, the projection scale c and the reading of 1/√d_k a
 averaged or summed, c ∈ {1, 2, 4}, bandwidth temperature or kernel sd: read as the temperature, the one
 head of size 16 smooths with a kernel of sd 1 in its own coordinates at c = 2, and its large-sample limit
 is worse than the heads' averaging floor). Control (one knob): ``pure-noise`` (``target="zero"``) — with
-nothing to learn the MSE is variance alone, which many averaged narrow heads make smaller than one head of size D (must hold).
+nothing to learn the MSE is variance alone, which many averaged narrow heads make smaller than one head
+of size D (must hold).
 """
 
 from __future__ import annotations
