@@ -12,7 +12,6 @@ import pytest
 from attnlab.claims.ensemble.budget_law import CLAIM as BUDGET_LAW
 from attnlab.claims.ensemble.heads_linear_in_budget import CLAIM as HEADS_LINEAR
 from attnlab.claims.ensemble.many_small_heads import CLAIM as MANY_SMALL
-from attnlab.claims.ensemble.multi_vs_single_head import CLAIM as MULTI_VS_ONE
 from attnlab.claims.ensemble.single_head_smoother import CLAIM as SINGLE_HEAD
 from attnlab.claims.ensemble.training_orthogonalises import CLAIM as TRAINING_ORTH
 from attnlab.engine.power import resolving_power
@@ -106,30 +105,6 @@ def test_many_small_heads_maps_its_open_knobs_and_depends_where_cells_disagree()
     assert vtest.status == "fails" and final.status == "depends"
     by = {c.name: c.verdict.status for c in cs}
     assert by["weighting=summed"] == "holds" and by["weighting=averaged"] == "fails"
-
-
-def test_multi_vs_single_head_paired_difference_and_its_control():
-    def row(n: int, rep: int, multi: float, one: float, control: str = "") -> Row:
-        m = {"d_k": [1, 2, 4, 8, 16], "mse_by_split": [multi + 0.05, multi, multi + 0.02, multi + 0.1, one]}
-        m["mse_limit_by_split"] = [0.88, 0.77, 0.56, 0.25, 0.0]
-        params = {"n": n, "rep": rep, "D": 16, "d": 16, "c": 2.0} | ({"target": "zero"} if control else {})
-        return _row(params, m, control)
-
-    better = [row(3000, r, 0.80 + 0.01 * r, 0.90) for r in range(4)]
-    v = MULTI_VS_ONE.decide(better)
-    assert v.status == "holds" and v.branch == "paired CI"
-    # independent computation of the paired difference: min over H ≥ 2 minus the single head, per seed
-    assert v.numbers["delta"] == pytest.approx(np.mean([0.80 + 0.01 * r - 0.90 for r in range(4)]))
-    assert v.numbers["limit_delta"] == pytest.approx(0.25)  # averaging floor 0.25 against 0 for one head
-    worse = [row(3000, r, 0.95 + 0.01 * r, 0.90) for r in range(4)] + [
-        row(300, r, 0.5, 0.9) for r in range(4)
-    ]
-    vw = MULTI_VS_ONE.decide(worse)
-    assert vw.status == "fails" and vw.numbers["delta_by_n"][300] == pytest.approx(-0.4)
-    noise = [row(3000, r, 0.01, 0.05 + 0.001 * r, "pure-noise") for r in range(4)]
-    power = resolving_power(MULTI_VS_ONE, worse + noise)
-    assert power.controls["pure-noise"]["got"] == "holds" and power.controls["pure-noise"]["same_branch"]
-    assert not power.cannot_fail
 
 
 def _train_row(

@@ -19,7 +19,6 @@ from attnlab.claims.ensemble import (
     hdi_monotone,
     heads_linear_in_budget,
     many_small_heads,
-    multi_vs_single_head,
     nw_identity,
     single_head_smoother,
     training_orthogonalises,
@@ -37,7 +36,6 @@ CLAIMS = [
     budget_law.CLAIM,
     heads_linear_in_budget.CLAIM,
     many_small_heads.CLAIM,
-    multi_vs_single_head.CLAIM,
     weighting.CLAIM,
     single_head_smoother.CLAIM,
 ]

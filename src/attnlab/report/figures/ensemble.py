@@ -322,7 +322,6 @@ FIGURES = {
     "ensemble.weighting": weighting,
     "ensemble.heads-linear-in-budget": heads_linear_in_budget,
     "ensemble.many-small-heads": many_small_heads,
-    "ensemble.multi-vs-single-head": many_small_heads,
     "ensemble.training-orthogonalises": training_orthogonalises,
     "ensemble.single-head-smoother": single_head_smoother,
 }
