@@ -121,17 +121,28 @@ def grouped_cross_products(W_Q: torch.Tensor, W_K: torch.Tensor, kv_index: torch
     Returns ``(H, H)``: ``‖M_g M_h‖_op / (‖M_g‖_op ‖M_h‖_op)``.
     """
     A, B = W_Q.to(_DT), W_K.to(_DT)
-    _, Ra = torch.linalg.qr(A)  # (H, k, k)
-    _, Rb = torch.linalg.qr(B)  # (H_kv, k, k)
+    Ra = torch.linalg.qr(A, mode="r")[1]  # (H, k, k); the Q factor is never formed
+    Rb = torch.linalg.qr(B, mode="r")[1]  # (H_kv, k, k)
     Rbe = Rb[kv_index]  # (H, k, k)
     op = torch.linalg.matrix_norm(Ra @ Rbe.transpose(-1, -2), ord=2)  # (H,)  ‖M_h‖_op / s
-    C = torch.einsum("jdk,hdl->jhkl", B, A)  # (H_kv, H, k, k)  B_jᵀ A_h
-    H = A.shape[0]
+    H, Hkv = A.shape[0], B.shape[0]
     out = torch.empty(H, H, dtype=_DT, device=A.device)
     step = max(1, H // 8)
+    k = A.shape[2]
+    # B_jᵀ A_h: one GEMM against A laid out as (d, H·k); all pairs at once when the K heads are grouped
+    # (H_kv · H blocks, shared by the query heads of a group), else only each block's own rows, so that
+    # the (H, H, k, k) array is never resident (134 MB in float64 at d = 4096, H = 32)
+    A2 = A.permute(1, 0, 2).reshape(A.shape[1], H * k)  # (d, H·k)
+
+    def cross(js: torch.Tensor) -> torch.Tensor:  # (len(js), H, k, k)
+        Bj = B[js].transpose(1, 2).reshape(len(js) * k, -1)  # (J·k, d)
+        return (Bj @ A2).reshape(len(js), k, H, k).transpose(1, 2)
+
+    C = cross(torch.arange(Hkv, device=A.device)) if Hkv < H else None  # (H_kv, H, k, k)
     for g0 in range(0, H, step):
         g = torch.arange(g0, min(g0 + step, H), device=A.device)
-        prod = Ra[g][:, None] @ C[kv_index[g]] @ Rbe[None].transpose(-1, -2)  # (block, H, k, k)
+        Cg = C[kv_index[g]] if C is not None else cross(kv_index[g])
+        prod = Ra[g][:, None] @ Cg @ Rbe[None].transpose(-1, -2)  # (block, H, k, k)
         out[g] = torch.linalg.matrix_norm(prod, ord=2)
     return out / (op[:, None] * op[None, :])
 
@@ -238,6 +249,10 @@ def diagnose(
         for tr in traces:
             if len(tr.inputs) != L:
                 raise ValueError(f"traces: expected {L} attention layers per trace, got {len(tr.inputs)}")
+    # at most ~6400 null angles (figures and the median only): fewer pairs when d_head is large. Drawn
+    # before the layers so that its temporaries (S × d × k) are freed before a layer's are allocated:
+    # the peak is the larger of the two, not their sum.
+    null = geometry.null_principal_angles(d, min(k, d), max(8, min(null_samples, 6400 // k)), generator(0))
     notes: list[str] = []
     layer_rows: list[dict[str, Any]] = [{"layer": i} for i in range(L)]
     head_rows: list[dict[str, Any]] = [{"layer": i, "head": h} for i in range(L) for h in range(H)]
@@ -262,31 +277,42 @@ def diagnose(
             continue
         done[key] = i
         layer = heads.layers[i]
-        WQ, WK, WV, WO = (getattr(layer, n).to(_DT) for n in ("W_Q", "W_K", "W_V", "W_O"))
+        # kept in the checkpoint's dtype; each subspace is promoted to float64 only while it is measured,
+        # so the geometry holds one float64 (H, d, k) stack at a time instead of five (the same values)
+        raw = {n: getattr(layer, n) for n in ("W_Q", "W_K", "W_V", "W_O")}
         layer_scale = float(layer.scale)
         # multi-head latent attention: spectra and M_h from the non-rotary (bilinear) coordinates
         bil = getattr(layer, "bilinear_slice", slice(None))
         del layer
-        dev = WQ.device
+        dev = raw["W_Q"].device
         kv = torch.arange(H, device=dev) // r
-        WKe, WVe = (WK, WV) if G == H else (WK[kv], WV[kv])  # (H, d, k) gathers for per-head quantities
         row, hrows = layer_rows[i], head_rows[i * H : (i + 1) * H]
-        stacks = {"q": WQ, "k": WK, "v": WV, "ov": ov_factors(WVe, WO)}
-        for name, stack in stacks.items():
+        for name in ("q", "k", "v", "ov"):
+            if name == "ov":  # (H, d, k) factors of V_h, from the query heads' (gathered) values
+                stack = ov_factors(raw["W_V"] if G == H else raw["W_V"][kv], raw["W_O"])
+            else:
+                stack = raw[{"q": "W_Q", "k": "W_K", "v": "W_V"}[name]].to(_DT)
             div = _geometry_rows(name, stack, H, r, row, hrows)
+            del stack
             if name == "k" and div is not None:
                 row["hdi_null_sd"] = div.hdi_null_sd
                 row["hdi_ceiling"] = div.ceiling
                 row["median_angle_k_deg"] = div.median_angle_deg
                 overlap_k.append(div.overlap.cpu().numpy())
                 angles_k.append(div.angles_deg.reshape(-1).cpu().numpy())
+            del div
+        WQ, WK, WV, WO = (raw.pop(n).to(_DT) for n in ("W_Q", "W_K", "W_V", "W_O"))
+        WKe, WVe = (WK, WV) if G == H else (WK[kv], WV[kv])  # (H, d, k) gathers for per-head quantities
         row["hdi_null"] = 1.0 - k / d if k <= d else math.nan  # the subspace null mean, whatever H
         row.setdefault("hdi_null_sd", math.nan)
         scale = torch.tensor(layer_scale, dtype=_DT, device=dev)
         spec = qk_spectra(WQ[..., bil], WK[..., bil], scale, kv_index=kv)  # (H, ...)
-        keep = torch.zeros(k, dtype=_DT, device=dev)
-        keep[bil] = 1.0  # flow defects need W_Q, W_K as wide as W_V: other coordinates zeroed instead
-        fd = flow_defects(WQ * keep, WKe * keep, WVe, WO, scale)
+        if bil == slice(None):
+            fd = flow_defects(WQ, WKe, WVe, WO, scale)
+        else:  # flow defects need W_Q, W_K as wide as W_V: the other coordinates zeroed instead
+            keep = torch.zeros(k, dtype=_DT, device=dev)
+            keep[bil] = 1.0
+            fd = flow_defects(WQ * keep, WKe * keep, WVe, WO, scale)
         cross = grouped_cross_products(WQ[..., bil], WK[..., bil], kv)  # (H, H)
         if H > 1:
             off = ~torch.eye(H, dtype=torch.bool, device=dev)
@@ -318,7 +344,7 @@ def diagnose(
         qk_sv.append(spec.sv.cpu().numpy())
         qk_edge.append(spec.bulk_edge.cpu().numpy())
         mm_cross.append(cross.cpu().numpy())
-        del WQ, WK, WV, WO, WKe, WVe, stacks
+        del WQ, WK, WV, WO, WKe, WVe
         if progress is not None:
             progress(i + 1, L)
     if G < 2:
@@ -332,8 +358,6 @@ def diagnose(
     nb = _nonbilinear_note(heads)
     if nb:
         notes.append(nb)
-    # at most ~6400 null angles (figures and the median only): fewer pairs when d_head is large
-    null = geometry.null_principal_angles(d, min(k, d), max(8, min(null_samples, 6400 // k)), generator(0))
     for row in layer_rows:
         row["null_median_angle_deg"] = float(null.median())
     meta = heads.summary()
