@@ -176,3 +176,61 @@ def test_large_n_memory(benchmark):
     benchmark.extra_info.update(res)
     print("\n[n=32768 memory]", json.dumps(res, indent=1))
     assert res["finite"]
+
+
+_SMALL_SCRIPT = r"""
+import json, sys, time
+import numpy as np
+import torch
+
+torch.set_num_threads(1)
+from attnlab.dynamics import Heads, init, simulate
+
+n, d, H, steps, dt = int(sys.argv[1]), 3, 1, 2000, 0.01
+spec = Heads.random_symmetric(H, d, generator=torch.Generator().manual_seed(0), kind="usa")
+x0 = init.uniform(batch=1, n=n, d=d, seed=0)
+simulate(spec, x0, beta=1.0, t1=dt * 10, dt=dt)  # warm up (first calls load code paths)
+t0 = time.process_time()
+sol = simulate(spec, x0, beta=1.0, t1=dt * steps, dt=dt)
+t_sim = (time.process_time() - t0) / sol.evaluations
+
+M, V, x = spec.M[0].numpy(), spec.V[0].numpy(), x0[0].numpy().copy()
+
+
+def field(x):  # the plain loop's field: one head, usa, on the sphere
+    s = x @ M @ x.T
+    f = (np.exp(s) @ (x @ V.T)) / n
+    return f - (f * x).sum(axis=1, keepdims=True) * x
+
+
+t0 = time.process_time()
+for _ in range(steps):
+    k1 = field(x)
+    k2 = field(x + 0.5 * dt * k1)
+    k3 = field(x + 0.5 * dt * k2)
+    k4 = field(x + dt * k3)
+    x = x + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    x = x / np.linalg.norm(x, axis=1, keepdims=True)
+t_np = (time.process_time() - t0) / (4 * steps)
+err = float(np.abs(x - sol.x[0].numpy()).max())
+print(json.dumps({"n": n, "sim_us_per_eval": t_sim * 1e6, "numpy_us_per_eval": t_np * 1e6,
+                  "ratio": t_sim / t_np, "max_state_difference": err}))
+"""
+
+
+def test_small_problem_overhead(benchmark):
+    """Per-evaluation cost of a whole RK4 run at n <= 64 (d = 3, one head): the simulator (its
+    small-size path) against a plain numpy RK4 loop, each in a fresh single-threaded process."""
+
+    def run() -> list[dict]:
+        out = []
+        for n in (8, 32, 64):
+            res = subprocess.run(
+                [sys.executable, "-c", _SMALL_SCRIPT, str(n)], capture_output=True, text=True
+            )
+            out.append(json.loads(res.stdout.strip().splitlines()[-1]))
+        return out
+
+    rows = benchmark.pedantic(run, rounds=1, iterations=1)
+    benchmark.extra_info.update({f"ratio_n{r['n']}": r["ratio"] for r in rows})
+    print("\n[small problems: simulator / numpy loop, per evaluation]", json.dumps(rows, indent=1))

@@ -138,8 +138,98 @@ def vector_field(
     """The autonomous vector field ``x -> x'`` as a closure (what the integrators consume)."""
     sp = get_space(space)
     beta = check_real("beta", beta, min=0.0)
+    small = (
+        _SmallField(spec, beta, sp)
+        if chunk is None and type(sp) in (Space, type(get_space("sphere")), type(get_space("flat")))
+        else None
+    )
 
     def fn(x: torch.Tensor) -> torch.Tensor:
+        if small is not None and small.applies(x):
+            return small(x)
         return velocity(spec, x, beta, sp, chunk=chunk, fused=fused)
 
+    fn.small = small  # type: ignore[attr-defined] - the integrators' small-size path uses it
     return fn
+
+
+#: Largest B·H·n² (entries of all score matrices) evaluated by the small-size path.
+SMALL_SCORES = 64 * 64 * 16
+
+
+class _SmallField:
+    """The field of small problems (CPU, B·H·n² <= SMALL_SCORES, no autograd) in numpy on the tensors'
+    own memory: the same formulas as :func:`head_outputs` and :func:`velocity`, without torch's
+    per-operation dispatch, which dominates below n ~ 64 (one evaluation at n = 32, d = 3 costs a few
+    numpy calls instead of ~20 torch calls)."""
+
+    def __init__(self, spec: Heads, beta: float, space: Space):
+        self.spec, self.beta = spec, beta
+        self.sphere = space.name == "sphere"
+        self._mats: dict[tuple, tuple] = {}  # (dtype, n) -> matrices, factor
+        # largest exponent whose exp is finite, less a margin for the sums and the row scale
+        self._safe = {t: math.log(torch.finfo(t).max) - 2.0 for t in (torch.float32, torch.float64)}
+
+    def applies(self, x: torch.Tensor) -> bool:
+        if (
+            x.device.type != "cpu"
+            or x.requires_grad
+            or x.ndim != 3
+            or x.dtype not in (torch.float32, torch.float64)
+        ):
+            return False
+        B, n, d = x.shape
+        return d == self.spec.d and B * self.spec.H * n * n <= SMALL_SCORES
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(self.numpy(x.detach().numpy()))  # shares x's memory, no copy
+
+    def numpy(self, xa):  # noqa: ANN001, ANN201 - numpy arrays (B, n, d) in and out
+        """The velocity of tokens ``xa`` (a numpy array (B, n, d)) as a numpy array."""
+        import numpy as np
+
+        B, n, d = xa.shape
+        key = (xa.dtype, n)
+        if key not in self._mats:
+            dtype = torch.float64 if xa.dtype == np.float64 else torch.float32
+            M = self.spec.M.detach().to("cpu", dtype).numpy()  # (H, d, d)
+            Vt = self.spec.V.detach().to("cpu", dtype).transpose(1, 2).contiguous().numpy()  # (H, d, d)
+            factor = self.spec.head_factor() * self.spec.velocity_factor(n)
+            if self.spec.H == 1:  # one head: plain 2-D products per configuration
+                M, Vt = M[0], Vt[0]
+            self._mats[key] = (M, Vt, factor, dtype)
+        M, Vt, factor, dtype = self._mats[key]
+        if self.spec.H == 1:
+            xb, xt, axis = xa, xa.transpose(0, 2, 1), None  # (B, n, d), (B, d, n)
+        else:
+            xb, xt, axis = xa[:, None], xa.transpose(0, 2, 1)[:, None], 1  # (B, 1, n, d), (B, 1, d, n)
+        q = xb @ M  # rows x_i^T M_h
+        y = xb @ Vt  # rows (V_h x_j)^T
+        s = q @ xt  # scores, (B, [H,] n, n)
+        if self.beta != 1.0:
+            s *= self.beta
+        kind = self.spec.kind
+        if kind == "relu":
+            f = (np.maximum(s, 0.0) @ y) / n
+        elif float(s.max()) < self._safe[dtype] - math.log(n):  # e^s and its row sums stay finite
+            w = np.exp(s)
+            f = (w / w.sum(axis=-1, keepdims=True)) @ y if kind == "softmax" else (w @ y) / n
+        else:  # large scores: shift by the row maximum, as head_outputs does
+            m = s.max(axis=-1, keepdims=True)
+            w = np.exp(s - m)
+            if kind == "softmax":
+                f = (w / w.sum(axis=-1, keepdims=True)) @ y
+            else:  # usa
+                if float(m.max()) >= self._safe[dtype]:
+                    raise ValueError(
+                        f"beta: expected beta * max score below {math.log(torch.finfo(dtype).max):.0f} "
+                        f"for the usa field in {dtype} (it overflows), got beta*score = "
+                        f"{float(m.max()):.4g}; use kind='softmax', a smaller beta or float64"
+                    )
+                f = (w @ y) * (np.exp(m) / n)
+        v = f if axis is None else f.sum(axis=1)
+        if factor != 1.0:
+            v = v * factor
+        if self.sphere:
+            v = v - (xa * v).sum(axis=-1, keepdims=True) * xa
+        return v if v.dtype == xa.dtype else v.astype(xa.dtype)

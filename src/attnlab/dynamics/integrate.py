@@ -197,6 +197,37 @@ class _Recorder:
 
 
 # ---------------------------------------------------------------------------------------- simulate
+def _small_steps(small, sphere: bool, method: str, x, h: float, mark_steps, recorder, n_eval):  # noqa: ANN001
+    """Fixed steps of a small problem in numpy (the field's small-size path, see ``dynamics.field``):
+    the same RK4 / Euler updates and retraction as :func:`rk4_step` / :func:`euler_step`, without
+    torch's per-operation dispatch. Records see torch tensors, as on the general path."""
+    import numpy as np
+
+    def f(a):  # noqa: ANN001, ANN202
+        n_eval[0] += 1
+        return small.numpy(a)
+
+    def retract(a):  # noqa: ANN001, ANN202
+        return a / np.sqrt((a * a).sum(axis=-1, keepdims=True)) if sphere else a
+
+    a = x.detach().numpy().copy()
+    i = 0
+    for target in mark_steps:
+        while i < target:
+            if method == "euler":
+                a = retract(a + h * f(a))
+            else:
+                k1 = f(a)
+                k2 = f(a + (0.5 * h) * k1)
+                k3 = f(a + (0.5 * h) * k2)
+                k4 = f(a + h * k3)
+                a = retract(a + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4))
+            i += 1
+        x = torch.from_numpy(a.copy())
+        recorder(i * h, x)
+    return x
+
+
 def simulate(
     spec: Heads,
     x0: torch.Tensor,
@@ -292,6 +323,10 @@ def simulate(
             h = t1 / nsteps
             step = euler_step if method == "euler" else rk4_step
             mark_steps = sorted({max(1, min(nsteps, int(round(m / h)))) for m in marks})
+            small = getattr(base_fn, "small", None)
+            if small is not None and small.applies(x) and sp.name in ("sphere", "flat"):
+                x = _small_steps(small, sp.name == "sphere", method, x, h, mark_steps, recorder, n_eval)
+                return recorder.finish(x, steps=nsteps, evaluations=n_eval[0], method=method, space=sp.name)
             i = 0
             for target in mark_steps:
                 while i < target:
