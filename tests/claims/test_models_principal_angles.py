@@ -5,8 +5,9 @@ import pytest
 import torch
 
 from attnlab.claims.models import CLAIMS
-from attnlab.claims.models.principal_angles import CLAIM, _angles
-from attnlab.engine.protocol import Row
+from attnlab.claims.models.principal_angles import CLAIM, _angles, _planted
+from attnlab.engine.power import resolving_power
+from attnlab.engine.protocol import CONTROL_KEY, Predict, Row
 from attnlab.report.figures.models import FIGURES
 
 
@@ -23,26 +24,46 @@ def test_angles_against_numpy_svd():
     np.testing.assert_allclose(got, np.sort(ref), atol=1e-6)  # arccos near 1 loses ~1e-8 rad
 
 
-def _row(median, frac):
-    m = {"model": "m", "median_k": median, "median_q": median, "median_null": 76.0, "band_fraction_k": frac,
-         "band_fraction_q": frac, "band_fraction_null": 0.5, "median_k_by_layer": [median],
-         "quantiles_k": [1.0] * 5, "quantiles_null": [1.0] * 5}  # fmt: skip
-    return Row("r", {"band_lo": 70.0, "band_hi": 85.0}, "ok", m)
+def _row(lo, hi, control=""):
+    m = {"model": "m", "pairing": "key-key", "head_pairs": 396, "band_fraction": 0.5 + (lo + hi) / 2,
+         "band_fraction_null": 0.5, "delta_ci": [lo, hi], "median": 76.0, "median_null": 76.0,
+         "m_ratio": 0.31, "m_ratio_null": 0.31, "quantiles": [1.0] * 5, "quantiles_null": [1.0] * 5,
+         "median_by_layer": [76.0]}  # fmt: skip
+    params = {"band_lo": 70.0, "band_hi": 85.0, **({CONTROL_KEY: control} if control else {})}
+    return Row("r" + control, params, "ok", m)
 
 
-def test_rule():
+def test_rule_branch_and_controls():
     assert CLAIM in CLAIMS and CLAIM.kind == "finding"
-    assert CLAIM.decide([_row(75.0, 0.6)]).status == "holds"
-    assert CLAIM.decide([_row(75.0, 0.4)]).status == "fails"
-    assert CLAIM.decide([_row(60.0, 0.6)]).status == "fails"
+    v = CLAIM.decide([_row(0.02, 0.08)])
+    assert v.status == "holds" and v.branch == "band excess CI"
+    assert CLAIM.decide([_row(-0.08, -0.02)]).status == "fails"
+    assert CLAIM.decide([_row(-0.02, 0.03)]).status == "inconclusive"
+    # a null 10% higher (0.55) moves the interval (0.02, 0.08) to (−0.03, 0.03)
+    assert CLAIM.decide([_row(0.02, 0.08)], Predict({"null_band_fraction": 1.1})).status == "inconclusive"
     assert CLAIM.decide([Row("x", {}, "failed", {}, error="e")]).status == "inconclusive"
+    rows = [_row(-0.1, -0.05), _row(-0.55, -0.45, "planted-orthogonal"), _row(0.45, 0.55, "planted-78")]
+    pw = resolving_power(CLAIM, rows)
+    assert all(c["as_designed"] and c["same_branch"] for c in pw.controls.values()) and not pw.cannot_fail
+
+
+def test_planted_heads_angles():
+    g = torch.Generator().manual_seed(1)
+    for kind, deg in (("planted-orthogonal", 90.0), ("planted-78", 78.0)):
+        W = _planted(kind, 4, 40, 3, g)
+        # independent: numpy's SVD of the orthonormal bases' cross products
+        qa, _ = np.linalg.qr(W[0].numpy())
+        qb, _ = np.linalg.qr(W[1].numpy())
+        cos = np.linalg.svd(qa.T @ qb, compute_uv=False)
+        np.testing.assert_allclose(np.degrees(np.arccos(np.clip(cos, -1, 1))), deg, atol=1e-6)
 
 
 def test_bundled_model():
-    p = CLAIM.points("quick", overrides={"null_pairs": 50})[0]
+    p = CLAIM.points("quick", overrides={"null_pairs": 50, "boot": 200})[0]
     r = CLAIM.run(p)
     m = r.metrics
-    assert m["d_model"] == 384 and m["d_head"] == 32
+    assert m["d_model"] == 384 and m["d_head"] == 32 and m["head_pairs"] == 6 * 66
     assert r.arrays["angles_k"].size == 6 * 66 * 32  # layers × head pairs × angles per pair
-    assert 0.0 <= m["median_k"] <= 90.0 and m["median_null"] == pytest.approx(76.1, abs=2.0)
+    assert 0.0 <= m["median"] <= 90.0 and m["median_null"] == pytest.approx(76.1, abs=2.0)
+    assert m["delta_ci"][0] <= m["band_fraction"] - m["band_fraction_null"] <= m["delta_ci"][1]
     assert FIGURES[CLAIM.id]([Row("r", p.params, "ok", m, arrays=r.arrays)])

@@ -7,7 +7,7 @@ import torch
 from attnlab.core.seeding import generator as make_generator
 from attnlab.core.validation import check_int, check_real
 
-__all__ = ["clusters", "equiangular", "orthogonal", "uniform"]
+__all__ = ["clusters", "equiangular", "jittered", "orthogonal", "uniform"]
 
 
 def _gen(seed: int | None, generator: torch.Generator | None, device) -> torch.Generator | None:
@@ -123,3 +123,11 @@ def clusters(
     idx = torch.arange(n) % k
     z = c[:, idx] + spread * torch.randn(batch, n, d, generator=g, dtype=dtype)  # (B, n, d)
     return (z / torch.linalg.vector_norm(z, dim=-1, keepdim=True)).to(device)
+
+
+def jittered(x: torch.Tensor, spread: float, *, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Tokens ``x`` (B, n, d) moved by ``spread·z`` (Gaussian z, drawn on CPU), renormalised to the sphere."""
+    spread = check_real("spread", spread, min=0.0)
+    z = torch.randn(x.shape, generator=generator, dtype=x.dtype).to(x.device)  # (B, n, d)
+    y = x + spread * z
+    return y / torch.linalg.vector_norm(y, dim=-1, keepdim=True)

@@ -13,6 +13,7 @@ from attnlab.claims.flow import (
     energy_monotone,
     energy_monotone_softmax,
     entropy,
+    entropy_equiangular,
     equiangular_rates,
     late_constant,
     radial_invariance,
@@ -36,6 +37,7 @@ CLAIMS = [
     relu_late.CLAIM,
     late_constant.CLAIM,
     beta_star_onset.CLAIM,
+    entropy_equiangular.CLAIM,
 ]
 
 #: Statements of paper B that the summary does not state precisely enough to test, with the reason

@@ -347,4 +347,5 @@ FIGURES = {
     "flow.relu-late": relu_late,
     "flow.late-constant": late_constant,
     "flow.beta-star-onset": beta_star_onset,
+    "flow.entropy-equiangular": entropy,
 }
