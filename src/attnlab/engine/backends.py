@@ -209,6 +209,44 @@ def _run_process(items: Sequence[WorkItem], workers: int) -> Iterator[StoredPoin
                     proc.terminate()
 
 
+#: What to do when a Ray head refuses this driver's token (Ray's token authentication, on by default in
+#: recent releases).
+RAY_AUTH_HINT = (
+    "set RAY_AUTH_TOKEN to the cluster's token (print it on the head with `ray get-auth-token`), or "
+    "RAY_AUTH_TOKEN_PATH to a file holding it, with RAY_AUTH_MODE=token"
+)
+
+
+def _join_ray(ray: Any, address: str | None, kwargs: dict[str, Any]) -> None:
+    """``ray.init`` with one clear line when the address cannot be used: a ``ray://`` address without
+    Ray's client (grpcio), or a head that refuses the token."""
+    if address and address.startswith("ray://"):
+        try:
+            import grpc  # noqa: F401 - Ray's client needs it
+        except ImportError:
+            raise ValueError(
+                f"RAY_ADDRESS: expected an address this installation can reach (a ray:// address needs "
+                f"Ray's client: pip install 'attnlab[ray]', which installs ray[client]), got {address!r}"
+            ) from None
+    try:
+        ray.init(**kwargs)
+    except Exception as e:  # noqa: BLE001 - Ray raises several types for a refused token
+        text = f"{type(e).__name__}: {e}"
+        if "AuthenticationError" in text or "InvalidAuthToken" in text or "auth token" in text.lower():
+            raise ValueError(
+                f"RAY_ADDRESS: expected a Ray cluster that accepts this process's token, got {address!r} "
+                f"(the head refused it: {RAY_AUTH_HINT})"
+            ) from None
+        if isinstance(e, ConnectionError) and address:
+            # a head with token authentication and no (or a wrong) token looks the same from here
+            raise ValueError(
+                f"RAY_ADDRESS: expected a Ray cluster this process can join, got {address!r} (no connection: "
+                "check that the head runs and the address and port are right; if the head uses token "
+                f"authentication, {RAY_AUTH_HINT})"
+            ) from None
+        raise
+
+
 def _run_ray(items: Sequence[WorkItem], workers: int) -> Iterator[StoredPoint]:
     try:
         import ray
@@ -229,7 +267,7 @@ def _run_ray(items: Sequence[WorkItem], workers: int) -> Iterator[StoredPoint]:
         paths = [p for p in sys.path if p and os.path.isdir(p)]
         env["PYTHONPATH"] = os.pathsep.join(paths)
         kwargs["runtime_env"] = {"env_vars": env}
-        ray.init(**kwargs)
+        _join_ray(ray, address, kwargs)
         started_here = True
     # a task lost with its worker or node (not an error in the point: execute() catches those) is
     # retried elsewhere, so a dying node loses no finished point and the run completes
