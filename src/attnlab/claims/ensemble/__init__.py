@@ -1,15 +1,13 @@
 """Claims of paper A: multi-head attention as an ensemble of Nadaraya–Watson estimators (one per file).
 
-Profiles (test points plus control points). Quick: 465 points, about 240 CPU seconds (measured: 219 s
-user + 19 s system while other work loaded the 2 cores; 7.5 minutes of wall time under that load,
-about 2 minutes on 2 idle cores by the CPU time), led by decorrelation-optimal (48 training points,
-about 3 CPU seconds each: 63% of the total), then weighting, training-orthogonalises and
-single-head-smoother. Full: 2410 points with larger Monte Carlo
-samples, n up to 10⁵ (weighting) and 3·10⁴ (budget-law, d up to 32), 400 training steps, 12–24 seeds;
-estimated at 2.5–3.5 CPU hours (not measured; one heads-linear-in-budget point at d = 32 costs 1–2 CPU
-seconds, one decorrelation-optimal point several times its quick 3 s), most of it in budget-law,
-weighting and decorrelation-optimal: a GPU (``--device cuda``) or a cluster (``--backend ray``) is the
-place for it.
+Profiles (test points, control points and the cells of open knobs). Quick: 819 points; CPU time measured
+on a sample of one point in eight per claim (one thread) while the machine ran at a load of 15–25 on its
+2 cores: 404 CPU-s, led by decorrelation-optimal (230), training-orthogonalises (56), many-small-heads
+(44), heads-linear-in-budget (24) and budget-law (19). Such a load inflates CPU time: an earlier
+whole-profile measurement under a lighter load put decorrelation-optimal at about 150 CPU-s (63% of 238),
+against 230 here, so the profile needs 265–404 CPU-s, 2.2–3.4 minutes on 2 idle cores. Full: larger
+Monte Carlo samples, n up to 3·10⁴ (budget-law, many-small-heads) and 10⁵ (weighting), d = 32, 400
+training steps, 12–24 seeds (docs/ensemble.md gives its measured cost); a GPU (``--device cuda``) or a cluster (``--backend ray``) is the place for it.
 """
 
 from attnlab.claims.ensemble import (
