@@ -7,7 +7,8 @@ on a sample of one point in eight per claim (one thread) while the machine ran a
 whole-profile measurement under a lighter load put decorrelation-optimal at about 150 CPU-s (63% of 238),
 against 230 here, so the profile needs 265–404 CPU-s, 2.2–3.4 minutes on 2 idle cores. Full: larger
 Monte Carlo samples, n up to 3·10⁴ (budget-law, many-small-heads) and 10⁵ (weighting), d = 32, 400
-training steps, 12–24 seeds (docs/ensemble.md gives its measured cost); a GPU (``--device cuda``) or a cluster (``--backend ray``) is the place for it.
+training steps, 12–24 seeds (docs/ensemble.md gives its measured cost); a GPU (``--device cuda``) or a
+cluster (``--backend ray``) is the place for it.
 """
 
 from attnlab.claims.ensemble import (
