@@ -124,6 +124,8 @@ CASES: list[tuple[str, list[str], str, dict[str, str]]] = [
         "--claim",
         {},
     ),
+    ("special file", ["inspect", "minilm", "--csv", "fifo"], "--csv", {}),
+    ("unwritable folder", ["report", "--out", "store", "--to", "/proc/x"], "--to", {}),
     # ---- stores that are not usable: refused before any lock or side file
     ("store: 0 bytes", [*RUN, "--out", "empty"], "store", {}),
     (

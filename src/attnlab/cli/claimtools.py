@@ -106,11 +106,14 @@ def check_dest(to: Path | None, out: Path) -> Path:
     if dest.exists() and not dest.is_dir():
         raise UsageError("--to", "a folder (or a path to create)", str(dest))
     probe = dest if dest.exists() else dest.parent
+    arg = "--to" if to is not None else "--out"
     if probe.exists() and not os.access(probe, os.W_OK):
-        arg = "--to" if to is not None else "--out"
         raise UsageError(
             arg, "a folder the report can be written to (use --to for a read-only store)", str(dest)
         )
+    from attnlab.cli.common import check_out_folder
+
+    check_out_folder(arg, dest)  # tries a file in the nearest existing folder (/proc refuses it)
     return dest
 
 
