@@ -11,7 +11,9 @@ command, the folder must hold exactly what it held (no lock, no ``-shm``, no out
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
 import shutil
 import sqlite3
 from pathlib import Path
@@ -102,6 +104,7 @@ CASES: list[tuple[str, list[str], str, dict[str, str]]] = [
     ("not a checkpoint", ["inspect", "notes.txt"], "path", {}),
     ("not a checkpoint", ["inspect", "model.gguf"], "path", {}),
     ("not a checkpoint", ["inspect", LONG], "path", {}),
+    ("not a checkpoint", ["inspect", "evil", "--no-text"], "checkpoint", {}),
     ("empty value", ["highdim", "spectrum", "--d", "8", "--nodes", "64", "--out", ""], "--out", {}),
     ("empty value", ["reproduce", "--only", ""], "--only", {}),
     ("empty value", ["reproduce", "--only="], "--only", {}),
@@ -204,6 +207,14 @@ def stores(tmp_path_factory) -> Path:
     return base
 
 
+EVIL_CONFIG = {"model_type": "bert", "hidden_size": 8, "num_attention_heads": 2, "num_hidden_layers": 1}
+
+
+class _Evil:
+    def __reduce__(self):
+        return (os.system, ("touch PWNED",))
+
+
 def _listing(folder: Path) -> set[str]:
     return {str(p.relative_to(folder)) for p in folder.rglob("*")}
 
@@ -221,6 +232,9 @@ def _setup(folder: Path, stores: Path) -> set[str]:
     os.mkfifo(folder / "fifo")
     (folder / "notes.txt").write_text("not a model\n")
     (folder / "model.gguf").write_bytes(b"")
+    (folder / "evil").mkdir()  # a checkpoint whose weights are a pickle that would run a command
+    (folder / "evil" / "config.json").write_text(json.dumps(EVIL_CONFIG))
+    (folder / "evil" / "pytorch_model.bin").write_bytes(pickle.dumps(_Evil(), protocol=4))
     return _listing(folder)
 
 

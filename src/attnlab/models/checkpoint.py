@@ -162,14 +162,24 @@ def read_folder(path: str | os.PathLike) -> tuple[dict[str, Any], Mapping[str, t
             )
         return config, LazyState(files)
     if binfile.is_file():
+        import warnings
+
         try:
-            try:  # mapped: tensors are paged in when a converter reads them
-                state = torch.load(str(binfile), map_location="cpu", weights_only=True, mmap=True)
-            except RuntimeError:  # legacy (non-zip) format cannot be mapped
-                state = torch.load(str(binfile), map_location="cpu", weights_only=True)
+            with warnings.catch_warnings():  # torch warns about foreign pickles before refusing them
+                warnings.simplefilter("ignore")
+                try:  # mapped: tensors are paged in when a converter reads them
+                    state = torch.load(str(binfile), map_location="cpu", weights_only=True, mmap=True)
+                except RuntimeError:  # legacy (non-zip) format cannot be mapped
+                    state = torch.load(str(binfile), map_location="cpu", weights_only=True)
         except Exception as exc:
+            why = str(exc)
+            if "Weights only load failed" in why:  # torch's page of advice: keep the reason alone
+                reason = why.split("WeightsUnpickler error:", 1)[-1].split("Check the documentation")[0]
+                why = "it holds objects other than tensors, never run here: " + " ".join(reason.split())
+            elif len(why) > 200:
+                why = why[:180] + "…"
             raise ValueError(
-                f"checkpoint: expected a weights-only torch file, got {binfile} ({exc})"
+                f"checkpoint: expected a weights-only torch file, got {binfile} ({why})"
             ) from None
         if not isinstance(state, Mapping):
             raise ValueError(f"checkpoint: expected a state dict in {binfile}, got {type(state).__name__}")
