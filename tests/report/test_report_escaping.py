@@ -26,7 +26,8 @@ def test_stored_text_is_escaped_in_the_markdown_report(tmp_path, testclaims):
     claim = json.loads(claim_json) | {"statement": PAYLOADS[0] + " | " + PAYLOADS[2]}
     numbers = json.dumps({"sum": 1.0, "label": "```\n" + PAYLOADS[3]})
     con.execute(
-        "UPDATE verdicts SET claim = ?, note = ?, regime = ?, tolerance = ?, numbers = ?, status = 'inconclusive'",
+        "UPDATE verdicts SET claim = ?, note = ?, regime = ?, tolerance = ?, numbers = ?, "
+        "status = 'inconclusive'",
         (json.dumps(claim), PAYLOADS[1], PAYLOADS[3], PAYLOADS[4], numbers),
     )
     con.commit()
