@@ -52,13 +52,40 @@ def _encode(arr: np.ndarray, qtype: T) -> tuple[np.ndarray, dict]:
     return gguf.quants.quantize(arr.astype(np.float32), qtype), {"raw_dtype": qtype}
 
 
+def _byte_level_tokens(text: str, vocab: int) -> list[str]:
+    """A GPT-2 byte-level vocabulary of the characters of ``text`` (one token each), three specials first
+    and fillers up to ``vocab``: a GGUF tokenizer small enough for a 40-token model."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), 256)]
+    shift = {b: chr(256 + n) for n, b in enumerate(b for b in range(256) if b not in printable)}
+    char = {b: chr(b) for b in printable} | shift
+    toks = ["<unk>", "<s>", "</s>", *sorted({char[b] for b in text.encode()}), "th"]
+    assert len(toks) <= vocab
+    return toks + [f"<extra_{i}>" for i in range(vocab - len(toks))]
+
+
 def _write_gguf(
-    path, model: torch.nn.Module, qtype: T, attn: dict | None = None, arch: str = "llama"
+    path,
+    model: torch.nn.Module,
+    qtype: T,
+    attn: dict | None = None,
+    arch: str = "llama",
+    tokens: list[str] | None = None,
 ) -> None:
-    """Write ``model`` as llama.cpp does; ``attn`` optionally gives raw (encoded) attention tensors."""
+    """Write ``model`` as llama.cpp does; ``attn`` optionally gives raw (encoded) attention tensors;
+    ``tokens`` a byte-level BPE tokenizer (llama.cpp's ``gpt2`` model) stored in the file."""
     c = model.config
     sd = {k: v.detach().numpy() for k, v in model.state_dict().items()}
     w = gguf.GGUFWriter(str(path), arch)
+    if tokens is not None:
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre("default")
+        w.add_token_list(tokens)
+        w.add_token_types([3, 3, 3] + [1] * (len(tokens) - 3))
+        w.add_token_scores([0.0] * len(tokens))
+        w.add_token_merges(["t h"])
+        w.add_unk_token_id(0)
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
     permuted = arch == "llama"  # llama.cpp permutes Q/K rows for Llama only (Qwen: rotate-half as stored)
     w.add_name("tiny-llama")
     w.add_block_count(c.num_hidden_layers)
@@ -281,3 +308,32 @@ def test_gguf_linear_rope_scaling_matches_the_original_model(tmp_path) -> None:
     tr = trace(model, ids)
     out = heads.forward(0, tr.inputs[0])
     torch.testing.assert_close(out.probs, tr.attentions[0], rtol=0, atol=1e-5)  # float32, as above
+
+
+def test_gguf_token_level_diagnostics_use_the_files_tokenizer(tmp_path, capsys) -> None:
+    """inspect traces a GGUF file with its own tokenizer and transformers' GGUF loader: the tokens are
+    those transformers' tokenizer gives from the file, and the data-metric HDI sees all of them."""
+    from attnlab.cli.main import main
+    from attnlab.diagnose import SENTENCES
+
+    model = _llama(32, 2, 4, 2, seed=1)
+    _write_gguf(tmp_path / "m.gguf", model, T.F16, tokens=_byte_level_tokens("".join(SENTENCES), 40))
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path, gguf_file="m.gguf")
+    n_tokens = sum(len(tok(s)["input_ids"]) for s in SENTENCES)
+    assert all(0 <= i < 40 for s in SENTENCES for i in tok(s)["input_ids"])
+    capsys.readouterr()
+    assert main(["inspect", str(tmp_path / "m.gguf"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["token_level"] is True and "tokenizer" not in data.get("note", "")
+    assert all(row["data_tokens"] == n_tokens for row in data["layers"])
+    assert all(0 < row["entropy_ratio"] <= 1 for row in data["layers"])
+
+
+def test_gguf_without_tokenizer_skips_token_level_with_a_note(tmp_path, capsys) -> None:
+    from attnlab.cli.main import main
+
+    _write_gguf(tmp_path / "m.gguf", _llama(32, 2, 4, 2, seed=1), T.F32)
+    capsys.readouterr()
+    assert main(["inspect", str(tmp_path / "m.gguf"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["token_level"] is False and "without tokenizer.ggml.tokens" in data["note"]

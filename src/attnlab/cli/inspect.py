@@ -87,14 +87,12 @@ def run_inspect(
         traces, note = None, None
         if text:
             from attnlab.models.gguf_file import is_gguf
-            from attnlab.models.trace import has_tokenizer, trace_text
+            from attnlab.models.trace import gguf_has_tokenizer, has_tokenizer, trace_text
 
             folder, _ = models.resolve_source(source)
-            if is_gguf(source):
-                note = (
-                    "GGUF file: token-level diagnostics skipped (the tokenizer inside the file is not read)"
-                )
-            elif not has_tokenizer(folder):
+            if is_gguf(source) and not gguf_has_tokenizer(source):
+                note = "GGUF file without tokenizer.ggml.tokens: token-level diagnostics skipped"
+            elif not is_gguf(source) and not has_tokenizer(folder):
                 note = "no tokenizer of the model's own in the folder: token-level diagnostics skipped"
             else:
                 try:

@@ -153,30 +153,52 @@ def quiet_transformers() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def load_transformers(folder: Any) -> Any:
-    """A ``transformers`` model from a local folder with eager attention, offline, in eval mode."""
+def load_transformers(folder: Any, gguf_file: str | None = None) -> Any:
+    """A ``transformers`` model from a local folder (or the GGUF file ``gguf_file`` in it, dequantised by
+    transformers' own GGUF loader) with eager attention, offline, in eval mode."""
     from transformers import AutoModel
 
+    kw = {} if gguf_file is None else {"gguf_file": gguf_file}
     with quiet_transformers():
-        model = AutoModel.from_pretrained(str(folder), attn_implementation="eager", local_files_only=True)
+        model = AutoModel.from_pretrained(
+            str(folder), attn_implementation="eager", local_files_only=True, **kw
+        )
     return model.eval()
 
 
-def tokenize(folder: Any, sentences: list[str]) -> list[torch.Tensor]:
-    """Token ids ``(1, n_s)`` of each sentence with the folder's own tokenizer, offline.
+def gguf_has_tokenizer(path: Any) -> bool:
+    """Whether the GGUF file at ``path`` stores a tokenizer (``tokenizer.ggml.tokens``)."""
+    import gguf
 
-    A folder without a tokenizer of its own, or a tokenizer that maps the sentences to unknown
-    tokens only, is an error (never ids made up by a fallback tokenizer).
+    return "tokenizer.ggml.tokens" in gguf.GGUFReader(str(path)).fields
+
+
+def tokenize(folder: Any, sentences: list[str], gguf_file: str | None = None) -> list[torch.Tensor]:
+    """Token ids ``(1, n_s)`` of each sentence with the folder's own tokenizer (or the one stored in
+    its GGUF file ``gguf_file``), offline.
+
+    A folder without a tokenizer of its own, a GGUF file without ``tokenizer.ggml.tokens``, or a
+    tokenizer that maps the sentences to unknown tokens only, is an error (never ids made up by a
+    fallback tokenizer).
     """
+    from pathlib import Path
+
     from transformers import AutoTokenizer
 
-    if not has_tokenizer(folder):
+    if gguf_file is not None:
+        if not gguf_has_tokenizer(Path(folder) / gguf_file):
+            raise ValueError(
+                f"tokenizer: expected the GGUF file's own tokenizer (tokenizer.ggml.tokens) in "
+                f"{gguf_file!r}, got a file without one"
+            )
+    elif not has_tokenizer(folder):
         raise ValueError(
             f"tokenizer: expected the model's own tokenizer ({', '.join(TOKENIZER_FILES)}) in "
             f"{str(folder)!r}, got none"
         )
+    kw = {} if gguf_file is None else {"gguf_file": gguf_file}
     with quiet_transformers():
-        tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+        tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True, **kw)
     ids = [torch.tensor([tok(s)["input_ids"]]) for s in sentences]
     unk = getattr(tok, "unk_token_id", None)
     special = set(getattr(tok, "all_special_ids", []) or []) - {unk}
@@ -196,8 +218,15 @@ def trace_text(source: Any, sentences: list[str] | tuple[str, ...]) -> list[Trac
     from pathlib import Path
 
     from attnlab.models import resolve_source
+    from attnlab.models.gguf_file import is_gguf
 
-    if isinstance(source, (str, Path)):
+    gguf_file = None
+    if isinstance(source, (str, Path)) and is_gguf(source):  # the file's own tokenizer and weights
+        folder, gguf_file = Path(source).parent, Path(source).name
+        if not gguf_has_tokenizer(source):  # checked before the model is loaded
+            tokenize(folder, list(sentences), gguf_file=gguf_file)
+        model = load_transformers(folder, gguf_file=gguf_file)
+    elif isinstance(source, (str, Path)):
         folder, _ = resolve_source(source)
         if not has_tokenizer(folder):  # checked before the model is loaded
             tokenize(folder, list(sentences))
@@ -212,7 +241,7 @@ def trace_text(source: Any, sentences: list[str] | tuple[str, ...]) -> list[Trac
     if not sentences:
         raise ValueError("sentences: expected at least one sentence, got none")
     try:
-        ids = tokenize(folder, list(sentences))
+        ids = tokenize(folder, list(sentences), gguf_file=gguf_file)
     except (OSError, ValueError) as exc:
         raise ValueError(f"tokenizer: expected a tokenizer in {str(folder)!r}, got none ({exc})") from None
     return [trace(model, x) for x in ids]
