@@ -4,7 +4,7 @@ from attnlab.claims.flow.energy_monotone import CLAIM as ENERGY
 from attnlab.claims.flow.energy_monotone_softmax import CLAIM as SOFTMAX
 from attnlab.claims.flow.energy_monotone_softmax import THRESHOLDS
 from attnlab.engine.power import resolving_power
-from attnlab.engine.protocol import Row
+from attnlab.engine.protocol import CONTROL_KEY, Row
 from attnlab.report.figures.flow import FIGURES
 
 
@@ -25,8 +25,8 @@ def test_identity_holds_and_its_control_fails():
     assert FIGURES[ENERGY.id](rows)
 
 
-def _soft(H, viol, trials=100):
-    params = {"beta": 4.0, "heads": H, "n": 16, "d": 4}
+def _soft(H, viol, trials=100, control=""):
+    params = {"beta": 4.0, "heads": H, "n": 16, "d": 4, **({CONTROL_KEY: control} if control else {})}
     m = {"violations": viol, "trials": trials, "violation_rate": viol / trials}
     return Row(f"{H}{viol}", params, "ok", m)
 
@@ -36,6 +36,22 @@ def test_softmax_finding_rule():
     assert SOFTMAX.decide([_soft(1, 1), _soft(2, 40)]).status == "fails"  # H = 1 must be exact
     assert SOFTMAX.decide([_soft(1, 0), _soft(2, 0)]).status == "fails"  # no H ≥ 2 violation seen
     assert SOFTMAX.decide([_soft(2, 40)]).status == "inconclusive"
+    assert SOFTMAX.decide([_soft(1, 0), _soft(2, 40)]).branch == "H≥2 rate"
+    ctrl = [_soft(1, 0, control="identical-heads"), _soft(2, 0, control="identical-heads")]
+    pw = resolving_power(SOFTMAX, [_soft(1, 0), _soft(2, 40), *ctrl])
+    c = pw.controls["identical-heads"]
+    assert c["got"] == "fails" and c["same_branch"] and not pw.cannot_fail
+
+
+def test_identical_heads_never_lose_energy():
+    # H copies of one head share their normalisers: a positive rescaling of the gradient (exact)
+    p = next(
+        p
+        for p in SOFTMAX.points("quick", overrides={"batch": 4, "head_draws": 1, "euler_dt": 0.0})
+        if p["heads"] == 4 and p.control == "identical-heads" and p["beta"] == 4.0
+    )
+    m = SOFTMAX.run(p).metrics
+    assert m["violations"] == 0 and m["min_rel_rate"] >= -1e-12
 
 
 def test_softmax_point_metrics_are_nested():
