@@ -44,7 +44,7 @@ def test_folder_without_weights(tmp_path) -> None:
 
 
 def test_folder_without_config(tmp_path) -> None:
-    with pytest.raises(ValueError, match=r"^path: expected a folder with config.json"):
+    with pytest.raises(ValueError, match=r"^path: expected a checkpoint folder with config.json"):
         load(tmp_path)
 
 
