@@ -47,6 +47,12 @@ CASES: list[tuple[str, list[str], str, dict[str, str]]] = [
     ("cap: work of one point", [*FLOW, "--set", "t1=1e12"], "--set t1", {}),
     ("cap: work of one point", [*FLOW, "--set", "batch=10000000000"], "--set batch", {}),
     ("cap: work of one point", [*FLOW, "--set", f"batch={HUGE}"], "--set batch", {}),
+    (
+        "cost: several fields together",
+        [*FLOW, "--set", "batch=100000", "--set", "n=100000"],
+        "--set batch",
+        {},
+    ),
     ("domain: list empty", [*EQR, "--set", "strengths=[]"], "--set strengths", {}),
     ("domain: list element", [*EQR, "--set", "strengths=[-1,0.5]"], "--set strengths", {}),
     ("domain: list element", [*EQR, "--set", "strengths=[1,NaN]"], "--set strengths", {}),

@@ -123,6 +123,8 @@ def execute_run(
         unused = sorted(set(overrides_all) - used)
         if unused and not per_claim_sets:
             raise UsageError("--set", "a parameter of at least one claim", unused[0])
+    for c in claims:  # every point's work within its claim's COSTS, before the store is opened
+        c.points(profile, seed, overrides.get(c.id), device)
     bar = _Bar(quiet=False)
     try:
         summary = run_claims(

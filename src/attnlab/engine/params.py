@@ -29,6 +29,9 @@ mapping (read along the class's bases, so a subclass that changes defaults keeps
   the same by itself); on a list of strings, of every element.
 * ``Items(*domains)``: a tuple whose positions have their own domains (``None``: only the generic
   checks).
+* ``COSTS = (Cost("batch * n * n * t1 / dt", 1e12, "score entries over a trajectory"),)``: caps on work
+  that grows with several fields together, checked on every point of a run (defaults included)
+  before the store is opened.
 
 Generic checks hold for every field, declared or not: a float (alone or in a list) is finite unless
 its interval is closed at an infinite end (``"[0, inf]"``); an integer lies in the store's signed
@@ -49,10 +52,12 @@ from typing import Any, Literal
 from attnlab.engine.grid import CELL_KEY, CONTROL_KEY, REP_KEY
 
 __all__ = [
+    "Cost",
     "In",
     "Items",
     "OneOf",
     "axis_values",
+    "check_costs",
     "check_params",
     "check_value",
     "domain_of",
@@ -95,7 +100,12 @@ class Interval:
         m = _INTERVAL.match(text)
         if m is None:
             raise ValueError(f"domain: expected an interval such as '[0, inf)' or '(0, 1]', got {text!r}")
-        lo, hi = _bound(m[2]), _bound(m[3])
+        try:
+            lo, hi = _bound(m[2]), _bound(m[3])
+        except ValueError:
+            raise ValueError(
+                f"domain: expected an interval of numbers such as '[0, 1)', got {text!r}"
+            ) from None
         if math.isnan(lo) or math.isnan(hi) or lo > hi:
             raise ValueError(f"domain: expected an interval with lo <= hi, got {text!r}")
         return cls(lo, hi, m[1] == "(", m[4] == ")")
@@ -161,6 +171,56 @@ class Items:
 
 
 Domain = In | OneOf | Items
+
+
+@dataclasses.dataclass(frozen=True)
+class Cost:
+    """A cap on work that grows with several fields: the arithmetic expression ``expr`` of field names
+    (``"batch * n * n * t1 / dt"``) at most ``cap`` for every point; ``what`` says what it counts."""
+
+    expr: str
+    cap: float
+    what: str = ""
+
+    def __post_init__(self) -> None:
+        import ast
+
+        tree = ast.parse(self.expr, mode="eval")  # a malformed declaration fails at import
+        allowed = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Name, ast.Load, ast.Constant, ast.operator,
+                   ast.unaryop)  # fmt: skip
+        bad = [type(n).__name__ for n in ast.walk(tree) if not isinstance(n, allowed)]
+        if bad:
+            raise ValueError(f"cost: expected an arithmetic expression of field names, got {self.expr!r}")
+        object.__setattr__(self, "_names", sorted({n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}))
+        object.__setattr__(self, "_code", compile(tree, "<cost>", "eval"))
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._names)  # type: ignore[attr-defined]
+
+    def value(self, values: Mapping[str, Any]) -> float | None:
+        """The expression at ``values`` (None when a name is missing or not a number)."""
+        env = {k: values.get(k) for k in self.names}
+        if not all(_is_num(v) for v in env.values()):
+            return None
+        try:
+            return float(eval(self._code, {"__builtins__": {}}, env))  # type: ignore[attr-defined]  # noqa: S307
+        except (ZeroDivisionError, OverflowError):
+            return math.inf
+
+
+def check_costs(params_cls: type, values: Mapping[str, Any], where: str = "--set") -> None:
+    """Refuse a point whose work exceeds one of the class's ``COSTS`` (read along its bases)."""
+    for klass in params_cls.__mro__:
+        for cost in vars(klass).get("COSTS", ()):
+            v = cost.value(values)
+            if v is not None and not (v <= cost.cap):
+                given = ", ".join(f"{k}={values[k]!r}" for k in cost.names)
+                what = f"{cost.what}, " if cost.what else ""
+                expected = f"{cost.expr} <= {_fmt(cost.cap)} ({what}a cap on one point's work)"
+                raise ValueError(
+                    f"{where} {', '.join(cost.names)}: expected {expected}, got {v:.3g} at {given}"
+                )
 
 
 def field_types(params_cls: type) -> dict[str, Any]:

@@ -80,7 +80,7 @@ import torch
 from attnlab.core.seeding import canonical_json, derive_seed, generator
 from attnlab.engine.grid import CELL_KEY, CONTROL_KEY, REP_KEY, Grid, jsonable, parse_override, variant_name
 from attnlab.engine.params import axis_values as _axis_values
-from attnlab.engine.params import check_params, check_value
+from attnlab.engine.params import check_costs, check_params, check_value
 from attnlab.engine.params import field_types as _hints
 
 __all__ = [
@@ -620,6 +620,8 @@ class Claim:
             params = jsonable(params)
             seed = derive_seed(root_seed, self.id, canonical_json(params))
             full = jsonable(self._full(params))
+            if self.params is not None:
+                check_costs(self.params, full)  # work capped on the full point (engine/params.py COSTS)
             pt = Point(self.id, profile, full, seed, self.version, device, self.params)
             if pt.point_id not in seen:
                 seen.add(pt.point_id)

@@ -23,7 +23,7 @@ import numpy as np
 
 from attnlab.claims.flow._common import device_name, ok_rows
 from attnlab.dynamics import Heads, energy_identity, init, trajectory_states
-from attnlab.engine.params import In
+from attnlab.engine.params import Cost, In
 from attnlab.engine.protocol import (
     NO_PERTURBATION,
     Claim,
@@ -64,6 +64,7 @@ class Params:
         "dt": In("[0.0001, 1]", why="RK4 step; smaller steps cost more than one point may"),
         "value_size": In("[0, inf)"),
     }
+    COSTS = (Cost("batch * heads * n * n * d * t1 / dt", 1e12, "scores computed"),)
 
 
 def run(point: Point) -> Result:

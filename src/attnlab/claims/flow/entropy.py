@@ -26,7 +26,7 @@ import torch
 
 from attnlab.claims.flow._common import device_name, ok_rows
 from attnlab.dynamics import Heads, Record, entropy, entropy_identity, init, simulate, trajectory_states
-from attnlab.engine.params import In
+from attnlab.engine.params import Cost, In
 from attnlab.engine.protocol import (
     NO_PERTURBATION,
     Claim,
@@ -80,6 +80,7 @@ class Params:
         "gap_tol": In("(0, 1)"),
         "max_fall_fraction": In("[0, 1]"),
     }
+    COSTS = (Cost("batch * heads * n * n * d * t1 / dt", 1e12, "scores computed"),)
 
 
 def _start(p: Params, point: Point) -> tuple[torch.Tensor, int]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from attnlab.claims.flow._common import device_name, ok_rows
 from attnlab.dynamics import Heads, init, radial_invariance
-from attnlab.engine.params import In
+from attnlab.engine.params import Cost, In
 from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
 
 __all__ = ["CLAIM", "Params", "run", "verdict"]
@@ -48,6 +48,7 @@ class Params:
         "every": In("(0, inf)"),
         "dt": In("[0.0001, 1]", why="RK4 step; smaller steps cost more than one point may"),
     }
+    COSTS = (Cost("head_draws * batch * heads * n * n * d * t1 / dt", 1e12, "scores computed"),)
 
 
 def run(point: Point) -> Result:

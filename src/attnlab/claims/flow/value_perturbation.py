@@ -37,7 +37,7 @@ from scipy import stats
 
 from attnlab.claims.flow._common import device_name, ok_rows
 from attnlab.dynamics import Heads, Record, init, perturbation_split, simulate
-from attnlab.engine.params import In
+from attnlab.engine.params import Cost, In
 from attnlab.engine.protocol import (
     NO_PERTURBATION,
     Claim,
@@ -83,6 +83,7 @@ class Params:
         "dt": In("[0.0001, 1]", why="RK4 step; smaller steps cost more than one point may"),
         "band": In("(0, 1)"),
     }
+    COSTS = (Cost("head_draws * batch * heads * n * n * d * t1 / dt", 1e12, "scores computed"),)
 
 
 def run(point: Point) -> Result:
