@@ -72,7 +72,11 @@ def small_disk(monkeypatch):
 
 
 @pytest.mark.parametrize("backend", ["serial", "process"])
-def test_a_full_disk_ends_the_run_with_one_line(cli, testclaims, small_disk, backend):
+def test_a_full_disk_ends_the_run_with_one_line(cli, testclaims, small_disk, backend, monkeypatch):
+    import threading
+
+    raised = []  # exceptions of background threads (the process pool's manager), which print tracebacks
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_type.__name__))
     r = cli(
         "claims",
         "run",
@@ -92,6 +96,10 @@ def test_a_full_disk_ends_the_run_with_one_line(cli, testclaims, small_disk, bac
     assert "Traceback" not in r.stderr and "InvalidStateError" not in r.stderr, r.stderr
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("error: store: the disk is full") and "rerun the same command to resume" in last
+    for t in threading.enumerate():  # the pool's manager thread ends once it has seen the workers stop
+        if t is not threading.current_thread() and "Executor" in type(t).__name__:
+            t.join(timeout=30)
+    assert raised == [], raised
     stored = int(last.split("; ")[1].split()[0])
     with Store("res/attnlab.sqlite", readonly=True) as s:
         assert len(s.all_points()) == stored < 32

@@ -102,7 +102,8 @@ def test_report_is_built_from_the_store_alone(tmp_path, monkeypatch):
     (var,) = rep.variants
     assert var.title == "test.mean [mu=1.2]" and var.verdict.status == "fails"
     html = rep.html.read_text()
-    assert "cannot fail" in html and "test.mean [mu=1.2]" in html and "Verdict board" in html
+    assert "cannot fail" in html and "Verdict board" in html
+    assert "test.mean [mu=1.2]" in html.replace("<wbr>", "")  # the board may wrap ids after dots
     assert "shifted" in html and "a mean of 1.5 is 50% off the prediction" in html
     assert "Not testable from the statements" in html and "a remark on the mean" in html
 

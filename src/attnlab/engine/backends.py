@@ -202,6 +202,14 @@ def _run_process(items: Sequence[WorkItem], workers: int) -> Iterator[StoredPoin
         procs = list((getattr(pool, "_processes", None) or {}).values())
         for fut in pending:
             fut.cancel()
+        # the pool's manager thread, on seeing its workers stopped, sets an error on every pending item
+        # and raises InvalidStateError (a thread traceback on stderr) for those already cancelled
+        # (CPython 3.11): hand it only the items still running
+        work = getattr(pool, "_pending_work_items", None)
+        if isinstance(work, dict):
+            for key, item in list(work.items()):
+                if item.future.cancelled():
+                    work.pop(key, None)
         pool.shutdown(wait=not pending, cancel_futures=True)
         if pending:  # interrupted: do not wait for running points, stop the workers
             for proc in procs:
