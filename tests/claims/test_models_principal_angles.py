@@ -67,3 +67,18 @@ def test_bundled_model():
     assert 0.0 <= m["median"] <= 90.0 and m["median_null"] == pytest.approx(76.1, abs=2.0)
     assert m["delta_ci"][0] <= m["band_fraction"] - m["band_fraction_null"] <= m["delta_ci"][1]
     assert FIGURES[CLAIM.id]([Row("r", p.params, "ok", m, arrays=r.arrays)])
+
+
+def test_m_ratio_against_dense_numpy():
+    from attnlab.claims.models.principal_angles import _m_ratio
+
+    g = torch.Generator().manual_seed(0)
+    K, Q = (torch.randn(4, 40, 3, generator=g, dtype=torch.float64) for _ in range(2))
+    M = (Q @ K.transpose(1, 2)).numpy()  # independent: dense d × d products and their spectral norms
+    ref = [
+        np.linalg.norm(M[i] @ M[j], 2) / (np.linalg.norm(M[i], 2) * np.linalg.norm(M[j], 2))
+        for i in range(4)
+        for j in range(4)
+        if i != j
+    ]
+    np.testing.assert_allclose(_m_ratio(K, Q), ref, rtol=1e-10)  # the k × k reduction is exact algebra

@@ -149,6 +149,8 @@ def _fit(sizes: list[float], vals: list[float]) -> tuple[float, float]:
 
 def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
     good, note = ok_rows(rows)
+    if not good:
+        return Verdict("inconclusive", {}, TOLERANCE, "no rows." + note)
     by: dict[float, list[Row]] = {}
     for r in good:
         by.setdefault(float(r.params["size"]), []).append(r)

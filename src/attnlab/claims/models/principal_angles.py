@@ -120,13 +120,19 @@ def _weights(p: Params, g: torch.Generator) -> tuple[str, int, int, list[tuple[t
 
 
 def _m_ratio(K: torch.Tensor, Q: torch.Tensor) -> np.ndarray:
-    """‖M_h' M_h‖_op / (‖M_h'‖_op ‖M_h‖_op) for h ≠ h', M_h = Q_h K_hᵀ (H, d, k) each."""
-    M = Q @ K.transpose(1, 2)  # (H, d, d)
-    nrm = torch.linalg.matrix_norm(M, ord=2)  # (H,)
-    H = M.shape[0]
-    a, b = zip(*[(i, j) for i in range(H) for j in range(H) if i != j], strict=True)
-    prod = torch.linalg.matrix_norm(M[list(a)] @ M[list(b)], ord=2)  # (P,)
-    return (prod / (nrm[list(a)] * nrm[list(b)])).numpy()
+    """‖M_h' M_h‖_op / (‖M_h'‖_op ‖M_h‖_op) for h ≠ h', M_h = Q_h K_hᵀ (H, d, k) each.
+
+    With ``Q_h = U_h R_h`` and ``K_h = V_h S_h`` (thin QR), ``‖M_h‖ = ‖R_h S_hᵀ‖`` and
+    ``‖M_h' M_h‖ = ‖R_h' S_h'ᵀ (V_h'ᵀ U_h) R_h S_hᵀ‖``: every norm is of a k × k matrix.
+    """
+    U, R = torch.linalg.qr(Q)  # (H, d, k), (H, k, k)
+    V, S = torch.linalg.qr(K)
+    core = R @ S.transpose(1, 2)  # (H, k, k)
+    nrm = torch.linalg.matrix_norm(core, ord=2)  # (H,)
+    H = Q.shape[0]
+    a, b = (list(t) for t in zip(*[(i, j) for i in range(H) for j in range(H) if i != j], strict=True))
+    prod = core[a] @ (V[a].transpose(1, 2) @ U[b]) @ core[b]  # (P, k, k)
+    return (torch.linalg.matrix_norm(prod, ord=2) / (nrm[a] * nrm[b])).numpy()
 
 
 def run(point: Point) -> Result:
@@ -144,9 +150,11 @@ def run(point: Point) -> Result:
     ang = np.concatenate(per_pair)  # (P, k)
     null = null_principal_angles(d, k, p.null_pairs, generator=g).numpy()  # (S, k)
     H = layers[0][0].shape[0]
-    Gk = torch.randn(len(layers) * H, d, k, generator=g, dtype=torch.float64)
-    Gq = torch.randn(len(layers) * H, d, k, generator=g, dtype=torch.float64)
-    null_ratio = _m_ratio(Gk, Gq)
+    null_ratio = np.concatenate([
+        _m_ratio(torch.randn(H, d, k, generator=g, dtype=torch.float64),
+                 torch.randn(H, d, k, generator=g, dtype=torch.float64))
+        for _ in layers
+    ])  # fmt: skip
 
     def inband(a: np.ndarray) -> np.ndarray:  # fraction of each pair's angles in the band (P,)
         return ((a >= p.band_lo) & (a <= p.band_hi)).mean(-1)
