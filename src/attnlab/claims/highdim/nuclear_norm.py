@@ -102,7 +102,9 @@ def verdict(rows: Sequence[Row]) -> Verdict:
         "ranks_at_worst": [worst.metrics["rank_adam"], worst.metrics["rank_prox"]],
         "points": len(good),
     }
-    return Verdict("holds" if nums["max_rel_gap"] <= TOL else "fails", nums, f"relative gap <= {TOL:g}", note)
+    status = "holds" if nums["max_rel_gap"] <= TOL else "fails"
+    # one branch: the largest relative gap of the objectives against TOL (the band)
+    return Verdict(status, nums, f"relative gap <= {TOL:g}", note, branch="objective gap", band=TOL)
 
 
 CLAIM = Claim(
