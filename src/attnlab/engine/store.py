@@ -133,39 +133,13 @@ def _writes(method):
     return wrapper
 
 
-def _writer_active(db: Path) -> bool:
-    """Whether a run holds the store's lock now (its WAL is then in use, not damaged)."""
-    lock = db.parent / "attnlab.lock"
-    if not lock.exists():
-        return False
-    import fcntl
-
-    try:
-        with open(lock) as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    return False
-
-
 def _check_wal_of(db: Path) -> None:
     """Refuse a store whose write-ahead log is damaged or truncated (never read it as "no points")."""
-    from attnlab.engine.wal import check_wal
+    from attnlab.engine.wal import wal_problem
 
-    wal = db.with_name(db.name + "-wal")
-    if not wal.exists() or _writer_active(db):
-        return
-    report = check_wal(wal)
-    if report.problem:
-        raise StoreError(
-            f"store: the write-ahead log {str(wal)!r} is damaged or truncated ({report.problem}); it holds "
-            f"points not yet in {db.name}, so the store was left as it is and not read. Restore both files "
-            f"from a copy, or move {wal.name} and {db.name}-shm aside to use the store without the points "
-            "the log held (a rerun recomputes them)"
-        )
+    problem = wal_problem(db)
+    if problem:
+        raise StoreError(problem)
 
 
 class Store:

@@ -17,7 +17,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["WalReport", "check_wal"]
+__all__ = ["WalReport", "check_wal", "wal_problem", "writer_active"]
 
 _MAGIC = (0x377F0682, 0x377F0683)
 _HEADER = 32
@@ -97,3 +97,38 @@ def check_wal(path: str | Path) -> WalReport:
             size, frames, valid, commits, problem="a log that ends inside a transaction (cut after a frame)"
         )
     return WalReport(size, frames, valid, commits)
+
+
+def writer_active(db: Path) -> bool:
+    """Whether a run holds the store's lock now (its WAL is then in use, not damaged)."""
+    lock = db.parent / "attnlab.lock"
+    if not lock.exists():
+        return False
+    import fcntl
+
+    try:
+        with open(lock) as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def wal_problem(db: Path) -> str | None:
+    """The refusal line for store ``db`` whose write-ahead log is damaged or cut (None when it is sound,
+    absent, or in use by a running writer)."""
+    wal = db.with_name(db.name + "-wal")
+    if not wal.exists() or writer_active(db):
+        return None
+    report = check_wal(wal)
+    if not report.problem:
+        return None
+    return (
+        f"store: the write-ahead log {str(wal)!r} is damaged or truncated ({report.problem}); it holds "
+        f"points not yet in {db.name}, so the store was left as it is and not read. Restore both files "
+        f"from a copy, or move {wal.name} and {db.name}-shm aside to use the store without the points "
+        "the log held (a rerun recomputes them)"
+    )
