@@ -307,7 +307,8 @@ def sweep(
     def chans(s: Setting):
         return channels(s, kwargs.get("nodes", 4096), kwargs.get("seed", 0), kwargs.get("scrambles", 4))
 
-    kwargs = {k: v for k, v in kwargs.items() if k not in ("nodes", "seed", "scrambles")}
+    # the channels carry the scrambles; nodes and seed go on to each solve as to a direct one
+    kwargs = {k: v for k, v in kwargs.items() if k != "scrambles"}
     if lams is None:
         ch = chans(setting)
         for a in alphas:

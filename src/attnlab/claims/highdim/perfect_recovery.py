@@ -248,7 +248,7 @@ CLAIM = Claim(
     "Bayes-optimal and the unfactorised thresholds): the state evolution's error vanishes at ᾱ_PR as λ̃ → 0, "
     "the simulated ERM's falls through a level where the state evolution's does at the same λ̃, the "
     "factorised student recovers where the unfactorised one does not, and no ERM recovers below ᾱ_BO.",
-    version=4,
+    version=5,
     params=Params,
     grids={
         "quick": Grid(
