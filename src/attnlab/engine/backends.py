@@ -200,21 +200,37 @@ def _run_process(items: Sequence[WorkItem], workers: int) -> Iterator[StoredPoin
                     ) from e
     finally:
         procs = list((getattr(pool, "_processes", None) or {}).values())
+        if pending:
+            _quiet_teardown(pool)
         for fut in pending:
             fut.cancel()
-        # the pool's manager thread, on seeing its workers stopped, sets an error on every pending item
-        # and raises InvalidStateError (a thread traceback on stderr) for those already cancelled
-        # (CPython 3.11): hand it only the items still running
-        work = getattr(pool, "_pending_work_items", None)
-        if isinstance(work, dict):
-            for key, item in list(work.items()):
-                if item.future.cancelled():
-                    work.pop(key, None)
         pool.shutdown(wait=not pending, cancel_futures=True)
         if pending:  # interrupted: do not wait for running points, stop the workers
             for proc in procs:
                 if proc.is_alive():
                     proc.terminate()
+
+
+def _quiet_teardown(pool: Any) -> None:
+    """Keep the pool's manager thread quiet while an interrupted pool is torn down.
+
+    On seeing its workers stopped, the manager thread of CPython 3.11 sets an error on every pending
+    item and raises InvalidStateError for those already cancelled, a thread traceback on stderr after
+    the run's own one-line message. The points it concerns are not stored and a rerun computes them, so
+    that thread's exceptions are dropped (those of any other thread still reach the hook as before).
+    """
+    import threading
+
+    thread = getattr(pool, "_executor_manager_thread", None)
+    if thread is None:
+        return
+    previous = threading.excepthook
+
+    def hook(args: Any) -> None:
+        if args.thread is not thread:
+            previous(args)
+
+    threading.excepthook = hook
 
 
 #: What to do when a Ray head refuses this driver's token (Ray's token authentication, on by default in
