@@ -14,7 +14,20 @@ from typing import Any
 
 import numpy as np
 
+from attnlab.engine.params import In
 from attnlab.engine.protocol import Row
+
+#: The domains every paper-C claim's Params shares (the setting, the ERM's step cap and tolerance); each
+#: claim's DOMAINS adds its own fields to these.
+SETTING_DOMAINS = {
+    "alpha": In("(0, inf)", cap=1_000),
+    "d": In("[2, inf)", cap=100_000),
+    "noise": In("[0, inf)"),
+    "kappa0": In("(0, 1]"),
+    "tokens": In("[2, inf)", cap=1_000),
+    "max_steps": In("[1, inf)", cap=1_000_000),
+    "rtol": In("(0, 1)"),
+}
 
 PAPER = "C"
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnlab.claims.highdim._common import PAPER, device_name, groups, ok_rows, setting
+from attnlab.claims.highdim._common import PAPER, SETTING_DOMAINS, device_name, groups, ok_rows, setting
 from attnlab.engine.params import In, OneOf
 from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
 
@@ -69,20 +69,14 @@ class Params:
     rtol: float = 1e-9  # stopping tolerance (TrainConfig.rtol)
 
     DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
-        "alpha": In("(0, inf)", cap=1_000),
-        "d": In("[2, inf)", cap=100_000),
+        **SETTING_DOMAINS,
         "gamma": In("(0, inf)"),
         "lam": In("[0, inf)"),
-        "noise": In("[0, inf)"),
-        "kappa0": In("(0, 1]"),
-        "tokens": In("[2, inf)", cap=1_000),
         "nodes": In("[2, inf)", cap=1_000_000),
         "draws": In("[1, inf)", cap=100_000),
         "n_test": In("[1, inf)", cap=1_000_000),
         "optimizer": OneOf("lbfgs", "adam"),
         "dtype": OneOf("float32", "float64"),
-        "max_steps": In("[1, inf)", cap=1_000_000),
-        "rtol": In("(0, 1)"),
     }
 
 

@@ -23,7 +23,7 @@ from typing import Literal
 
 import numpy as np
 
-from attnlab.claims.highdim._common import PAPER, device_name, groups, ok_rows, train_config
+from attnlab.claims.highdim._common import PAPER, SETTING_DOMAINS, device_name, groups, ok_rows, train_config
 from attnlab.engine.params import In
 from attnlab.engine.protocol import Claim, Control, Grid, Point, Result, Row, Verdict
 
@@ -48,18 +48,12 @@ class Params:
     rtol: float | None = None  # stopping tolerance (None: the optimiser's default, TrainConfig.rtol)
 
     DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
-        "kappa0": In("(0, 1]"),
-        "d": In("[2, inf)", cap=100_000),
-        "alpha": In("(0, inf)", cap=1_000),
-        "noise": In("[0, inf)"),
-        "tokens": In("[2, inf)", cap=1_000),
+        **SETTING_DOMAINS,
         "lams": In("(0, inf)"),
         "lams_frob": In("(0, inf)"),
         "n_val": In("[1, inf)", cap=1_000_000),
         "n_test": In("[1, inf)", cap=1_000_000),
         "target_sign": In("[-1, 1]"),
-        "max_steps": In("[1, inf)", cap=1_000_000),
-        "rtol": In("(0, 1)"),
     }
 
 

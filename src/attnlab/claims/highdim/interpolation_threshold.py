@@ -37,7 +37,7 @@ from typing import Literal
 
 import numpy as np
 
-from attnlab.claims.highdim._common import PAPER, device_name, groups, ok_rows, train_config
+from attnlab.claims.highdim._common import PAPER, SETTING_DOMAINS, device_name, groups, ok_rows, train_config
 from attnlab.claims.highdim._common import se_threshold as _se_threshold
 from attnlab.engine.params import In
 from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
@@ -73,15 +73,9 @@ class Params:
     se_sim_alphas: tuple[float, ...] = (0.15, 0.16, 0.17, 0.18, 0.19, 0.2)  # the curve at the sims' λ̃
 
     DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
-        "alpha": In("(0, inf)", cap=1_000),
-        "d": In("[2, inf)", cap=100_000),
-        "noise": In("[0, inf)"),
+        **SETTING_DOMAINS,
         "lam": In("[0, inf)"),
-        "kappa0": In("(0, 1]"),
-        "tokens": In("[2, inf)", cap=1_000),
         "level": In("(0, inf)"),
-        "max_steps": In("[1, inf)", cap=1_000_000),
-        "rtol": In("(0, 1)"),
         "se_alphas": In("(0, inf)"),
         "se_lams": In("(0, inf)"),
         "se_nodes": In("[2, inf)", cap=1_000_000),

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from attnlab.claims.highdim._common import PAPER, device_name, ok_rows, train_config
+from attnlab.claims.highdim._common import PAPER, SETTING_DOMAINS, device_name, ok_rows, train_config
 from attnlab.engine.params import In
 from attnlab.engine.protocol import Claim, Control, Grid, Point, Result, Row, Verdict
 
@@ -45,16 +45,10 @@ class Params:
     rtol: float | None = None  # stopping tolerance (None: the optimiser's default, TrainConfig.rtol)
 
     DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
-        "alpha": In("(0, inf)", cap=1_000),
+        **SETTING_DOMAINS,
         "lam": In("[0, inf)"),
-        "d": In("[2, inf)", cap=100_000),
-        "kappa0": In("(0, 1]"),
-        "noise": In("[0, inf)"),
-        "tokens": In("[2, inf)", cap=1_000),
         "adam_lam_scale": In("(0, inf)"),
         "prox_steps": In("[1, inf)", cap=1_000_000),
-        "max_steps": In("[1, inf)", cap=1_000_000),
-        "rtol": In("(0, 1)"),
     }
 
 

@@ -39,7 +39,7 @@ from typing import Literal
 
 import numpy as np
 
-from attnlab.claims.highdim._common import PAPER, device_name, groups, ok_rows, train_config
+from attnlab.claims.highdim._common import PAPER, SETTING_DOMAINS, device_name, groups, ok_rows, train_config
 from attnlab.claims.highdim._common import se_threshold as _se_threshold
 from attnlab.engine.params import In
 from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
@@ -74,15 +74,9 @@ class Params:
     se_nodes: int = 512  # quasi-random nodes of the output expectation (threshold moves ~1% from 512 to 1024)
 
     DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
-        "alpha": In("(0, inf)", cap=1_000),
-        "d": In("[2, inf)", cap=100_000),
-        "kappa0": In("(0, 1]"),
+        **SETTING_DOMAINS,
         "lam": In("[0, inf)"),
-        "noise": In("[0, inf)"),
-        "tokens": In("[2, inf)", cap=1_000),
         "level": In("(0, inf)"),
-        "max_steps": In("[1, inf)", cap=1_000_000),
-        "rtol": In("(0, 1)"),
         "se_alphas": In("(0, inf)"),
         "se_lams": In("(0, inf)"),
         "se_rtol": In("(0, 1)"),

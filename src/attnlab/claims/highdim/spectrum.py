@@ -34,7 +34,7 @@ from typing import Literal
 
 import numpy as np
 
-from attnlab.claims.highdim._common import PAPER, device_name, ok_rows, setting
+from attnlab.claims.highdim._common import PAPER, SETTING_DOMAINS, device_name, ok_rows, setting
 from attnlab.engine.params import In, OneOf
 from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
 
@@ -58,18 +58,12 @@ class Params:
     rtol: float = 1e-9  # stopping tolerance (TrainConfig.rtol)
 
     DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
-        "d": In("[2, inf)", cap=100_000),
-        "alpha": In("(0, inf)", cap=1_000),
+        **SETTING_DOMAINS,
         "lam": In("[0, inf)"),
-        "kappa0": In("(0, 1]"),
-        "noise": In("[0, inf)"),
-        "tokens": In("[2, inf)", cap=1_000),
         "nodes": In("[2, inf)", cap=1_000_000),
         "cut": In("[0, inf)"),
         "optimizer": OneOf("lbfgs", "adam"),
         "dtype": OneOf("float32", "float64"),
-        "max_steps": In("[1, inf)", cap=1_000_000),
-        "rtol": In("(0, 1)"),
     }
 
 

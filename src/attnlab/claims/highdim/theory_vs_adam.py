@@ -25,7 +25,7 @@ from typing import Literal
 
 import numpy as np
 
-from attnlab.claims.highdim._common import PAPER, device_name, ok_rows, setting, train_config
+from attnlab.claims.highdim._common import PAPER, SETTING_DOMAINS, device_name, ok_rows, setting, train_config
 from attnlab.engine.params import In
 from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
 
@@ -55,19 +55,13 @@ class Params:
     rtol: float | None = None  # stopping tolerance (None: the optimiser's default, TrainConfig.rtol)
 
     DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
-        "alpha": In("(0, inf)", cap=1_000),
+        **SETTING_DOMAINS,
         "lam": In("[0, inf)"),
-        "d": In("[2, inf)", cap=100_000),
-        "kappa0": In("(0, 1]"),
-        "noise": In("[0, inf)"),
-        "tokens": In("[2, inf)", cap=1_000),
         "beta": In("(0, inf)"),
         "beta0": In("(0, inf)"),
         "kappa": In("(0, inf)"),
         "nodes": In("[2, inf)", cap=1_000_000),
-        "max_steps": In("[1, inf)", cap=1_000_000),
         "init_scale": In("(0, inf)"),
-        "rtol": In("(0, 1)"),
     }
 
 
