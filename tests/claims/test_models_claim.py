@@ -49,6 +49,18 @@ def test_perturbed_null_redecides() -> None:
     assert not p.cannot_fail  # a finding is never labelled "cannot fail"
 
 
+def test_band_and_branch() -> None:
+    """The band is the rule's tolerance, 3 null sd, as a fraction of the null (3 × 0.01 / 0.9 = 3.33%);
+    holds and fails go through the same branch, so the power's flip is read against that band."""
+    fails = CLAIM.decide([_row([0.8] * 4)])
+    holds = CLAIM.decide([_row([0.95] * 4)])
+    assert fails.status == "fails" and holds.status == "holds"
+    assert fails.branch == holds.branch == "layer z"
+    assert fails.band == pytest.approx(0.03 / 0.9, rel=1e-12)
+    p = resolving_power(CLAIM, [_row([0.8] * 4)])
+    assert p.band == pytest.approx(0.03 / 0.9, rel=1e-12)
+
+
 def test_verdict_copes_with_failed_rows() -> None:
     v = CLAIM.decide([_row([], ok=False)])
     assert v.status == "inconclusive" and "failed" in v.note

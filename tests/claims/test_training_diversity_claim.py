@@ -53,6 +53,11 @@ def test_rule_on_synthetic_rows() -> None:
     # three seeds with HDI − null = −0.05 ± 0.01: interval below 0 in every form -> fails
     assert verdict(_rows([-0.04, -0.05, -0.06])).status == "fails"
     assert verdict(_rows([0.04, 0.05, 0.06])).status == "holds"
+    # holds and fails are decided by one branch, the majority of cells: the penalty controls go
+    # through the branch that decides the test
+    assert verdict(_rows([-0.04, -0.05, -0.06])).branch == "cell majority"
+    assert verdict(_rows([0.04, 0.05, 0.06])).branch == "cell majority"
+    assert verdict(_rows([-0.04, -0.05, -0.06], loss=3.1)).branch != "cell majority"
     # an interval across 0 -> "at" in every cell -> inconclusive
     v = verdict(_rows([-0.05, 0.0, 0.06]))
     assert v.status == "inconclusive" and v.numbers["cells_k_at"] == 3

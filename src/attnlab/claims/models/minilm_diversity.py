@@ -143,6 +143,8 @@ def decide(
         "z_per_layer": [round(zz, 2) for zz in z],
         "hdi_null": pts[0][1] if pts else None,
         "median_z": float(np.median(z)) if pts else None,
+        # the rule's tolerance as a fraction of the prediction: |z| = 3 null standard deviations
+        "band": float(-_Z_CUT * np.median([s for _, _, s in pts]) / pts[0][1]) if pts else None,
     }
     if L == 0:
         return "inconclusive", numbers
@@ -188,7 +190,15 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
             numbers[f"{key}_mean"] = round(float(np.nanmean(np.asarray(m[key], dtype=float))), 4)
     if "null_median_angle_deg" in m:
         numbers["null_median_angle_deg"] = round(float(m["null_median_angle_deg"][0]), 3)
-    return Verdict(status, numbers, TOLERANCE, f"{failed} row(s) failed and were ignored." if failed else "")
+    # every outcome of the rule goes through the per-layer count of z against −3 ("layer z")
+    return Verdict(
+        status,
+        numbers,
+        TOLERANCE,
+        f"{failed} row(s) failed and were ignored." if failed else "",
+        branch="layer z",
+        band=numbers["band"],
+    )
 
 
 _READING = (

@@ -244,7 +244,9 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
     status = (
         "holds" if counts["above"] > cells / 2 else "fails" if counts["below"] > cells / 2 else "inconclusive"
     )
-    return Verdict(status, numbers, TOLERANCE, note)
+    # one branch decides every outcome (the test and both penalty controls): the count of
+    # (configuration × form) cells whose seed interval sits above or below the null
+    return Verdict(status, numbers, TOLERANCE, note, branch="cell majority")
 
 
 _READING = (
