@@ -38,6 +38,7 @@ _SMALL = {
     "ensemble.many-small-heads": {"reps": 2, "queries": 10, "n": 100},
     "ensemble.training-orthogonalises": {"steps": 3, "setting": [[8, 3, 2, "radial", 0.5, 60, 1.5]]},
     "ensemble.single-head-smoother": {"reps": 3, "queries": 10, "n": 100},
+    "ensemble.literal-hdi": {"c": 1.0},
 }
 
 
@@ -56,7 +57,7 @@ def test_registered_in_order_and_unique():
         "ensemble.training-orthogonalises",
         "ensemble.budget-law",
     ]
-    assert len(set(ids)) == len(ids) == 11
+    assert len(set(ids)) == len(ids) == 12
     for c in CLAIMS:  # the engine's workers find a claim through its run's module: one file per claim
         assert c.run.__module__ == "attnlab.claims.ensemble." + c.id.split(".")[1].replace("-", "_")
     for c in MINE:

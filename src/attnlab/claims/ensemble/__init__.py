@@ -17,6 +17,7 @@ from attnlab.claims.ensemble import (
     decorrelation_optimal,
     hdi_monotone,
     heads_linear_in_budget,
+    literal_hdi,
     many_small_heads,
     nw_identity,
     single_head_smoother,
@@ -37,6 +38,7 @@ CLAIMS = [
     many_small_heads.CLAIM,
     weighting.CLAIM,
     single_head_smoother.CLAIM,
+    literal_hdi.CLAIM,
 ]
 
 __all__ = ["CLAIMS"]
