@@ -52,6 +52,7 @@ __all__ = [
     "budget_sweep",
     "combine_heads",
     "continuous_optimum",
+    "pooled_optimum",
     "fit_power_law",
     "head_scale",
     "limit_mse",
@@ -232,6 +233,19 @@ def continuous_optimum(d_k: np.ndarray, mse: np.ndarray) -> float:
         return float(d_k[i])
     v = float(np.clip(-b / (2 * a), x[0], x[2]))
     return math.exp(v)
+
+
+def pooled_optimum(d_k: np.ndarray, curves: np.ndarray) -> tuple[float, bool]:
+    """Optimal ``d_k`` of the seed-averaged MSE curve: ``curves`` (seeds, S) holds each seed's MSE by
+    split on the grid ``d_k`` (S,); returns the :func:`continuous_optimum` of their mean and whether the
+    mean's best split is at either end of the grid (an optimum the grid does not resolve)."""
+    curves = np.atleast_2d(np.asarray(curves, dtype=float))
+    d_k = np.asarray(d_k)
+    if curves.shape[1] != len(d_k) or curves.shape[0] < 1:
+        raise ValueError(f"curves: expected (seeds >= 1, {len(d_k)}) MSEs by split, got {curves.shape}")
+    mean = curves.mean(axis=0)  # (S,)
+    i = int(np.argmin(mean))
+    return continuous_optimum(d_k, mean), i in (0, len(d_k) - 1)
 
 
 def fit_power_law(t: np.ndarray, dk: np.ndarray, exponent: float | None = None) -> dict[str, float]:

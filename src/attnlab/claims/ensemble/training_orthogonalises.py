@@ -16,16 +16,20 @@ over the part of training that was kept (least squares over the checkpoints befo
 step and that step itself, per 100 steps) says which way training pushed the heads on the way to the
 trained projections, not only where they ended.
 
-Verdict rule (branch "pooled CI"), on the 95% t-interval over seeds (16 quick) of the change
-HDI(trained) − HDI(initial), against the equivalence margin ±δ, δ = one sd of the random-subspace null
-of the HDI (``pred("margin", δ)``: a change smaller than the spread between two random initialisations
-leaves the heads where chance put them). Three outcomes: the interval inside (−δ, δ) — *at the null*:
-plain training does not raise the HDI, fails; above 0 (and not inside the margin) with a positive mean
-path slope — *above*: holds; below 0 with a negative mean slope — *below*: fails; anything else
-inconclusive, with the seeds an interval of the present spread would need to land inside the margin or
-clear of 0 (band: the interval's half-width over δ). Every target of the test grid must hold to hold; any
-failing target fails. The trained HDI is also reported as a z-score against the null, and the figure
-draws every path against the null's ±2 sd band.
+Verdict rule (branch "pooled CI"), on the change HDI(trained) − HDI(initial) pooled over seeds (24 quick),
+against the equivalence margin ±δ, δ = one sd of the random-subspace null of the HDI
+(``pred("margin", δ)``: a change smaller than the spread between two random initialisations leaves the
+heads where chance put them). Every branch is a one-sided test at the 5% level, read on the 90%
+t-interval of the mean change (``LEVEL``): the interval inside (−δ, δ) — *at the null* (the two one-sided
+tests of an equivalence test, TOST): plain training does not raise the HDI, fails; its lower end above 0
+(and not inside the margin) with a positive mean path slope — *above*: holds; its upper end below 0 with
+a negative mean slope — *below*: fails; anything else inconclusive, with the seeds an interval of the
+present spread would need to land inside the margin or clear of 0 (band: the interval's half-width over
+δ). Every target of the test grid must hold to hold; any failing target fails. The trained HDI is also
+reported as a z-score against the null, and the figure draws every path against the null's ±2 sd band.
+The 24 seeds are what makes the verdict repeat over root seeds: the change's seed-to-seed sd is about
+0.085 and its mean about +0.01, so 16 seeds left the interval's edge within 0.01 of the margin at some
+root seeds (docs/ensemble.md).
 
 Controls (one knob each, decided by the same pooled interval): ``penalised`` (``penalty=1``) — the
 orthogonality penalty must raise HDI (must hold, above); ``bump-counter-case`` (the bump target) — heads
@@ -64,6 +68,7 @@ __all__ = ["CLAIM", "Params", "run", "verdict"]
 _RADIAL = [8, 3, 2, "radial", 0.5, 400, 1.5]
 _BUMP = (8, 3, 2, "bump", 0.5, 400, 1.5)
 BRANCH = "pooled CI"
+LEVEL = 0.90  # two-sided level of the interval: each branch a one-sided test at 5% (TOST for "at the null")
 
 
 @dataclass(frozen=True)
@@ -135,21 +140,21 @@ def run(point: Point) -> Result:
 
 
 TOLERANCE = (
-    "per target, 95% t-interval over seeds of HDI(trained) − HDI(init): inside ±δ (δ = one null sd) fails "
-    "(at the null); above 0 with a positive mean path slope holds; below 0 with a negative slope fails; "
-    "else inconclusive"
+    "per target, 90% t-interval over seeds of HDI(trained) − HDI(init) (one-sided tests at 5%): inside ±δ "
+    "(δ = one null sd; TOST) fails (at the null); above 0 with a positive mean path slope holds; below 0 "
+    "with a negative slope fails; else inconclusive"
 )
 
 
 def _target(rs: Sequence[Row], margin_scale: Predict) -> tuple[str, str, dict]:
     """(status, region, numbers) of one target's rows under the pooled rule."""
-    m, lo, hi = mean_ci([r.metrics["hdi_trained"] - r.metrics["hdi_init"] for r in rs])
+    m, lo, hi = mean_ci([r.metrics["hdi_trained"] - r.metrics["hdi_init"] for r in rs], LEVEL)
     slopes = [
         r.metrics["hdi_slope_per_100"]
         for r in rs
         if r.metrics["hdi_slope_per_100"] == r.metrics["hdi_slope_per_100"]
     ]
-    sm, slo, shi = mean_ci(slopes) if len(slopes) >= 2 else (float("nan"),) * 3
+    sm, slo, shi = mean_ci(slopes, LEVEL) if len(slopes) >= 2 else (float("nan"),) * 3
     delta = margin_scale("margin", float(rs[0].metrics["hdi_null_sd"]))
     if lo != lo:
         status, region = "inconclusive", "one seed"
@@ -177,9 +182,9 @@ def _target(rs: Sequence[Row], margin_scale: Predict) -> tuple[str, str, dict]:
             "margin": delta,
             "z_trained_mean": float(np.mean([r.metrics["z_trained"] for r in rs])),
             "change_mean": m,
-            "change_ci95": [lo, hi],
+            "change_ci90": [lo, hi],
             "slope_per_100_mean": sm,
-            "slope_per_100_ci95": [slo, shi],
+            "slope_per_100_ci90": [slo, shi],
             "seeds_path_with_change": f"{same_way}/{len(slopes)}",
             "val_gain_mean": float(np.mean([r.metrics["val_init"] - r.metrics["val_trained"] for r in rs])),
             "seeds": len(rs),
@@ -203,14 +208,14 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         statuses.append(st)
         bands.append(g["band"])
         numbers[lab] = g
-        lo, hi = g["change_ci95"]
-        slo, shi = g["slope_per_100_ci95"]
+        lo, hi = g["change_ci90"]
+        slo, shi = g["slope_per_100_ci90"]
         parts.append(
             f"{lab}: HDI {g['hdi_init_mean']:.3f} → {g['hdi_trained_mean']:.3f} (null {g['hdi_null']:.3f}, "
-            f"z {g['z_trained_mean']:.1f}), change {g['change_mean']:+.3f} CI [{lo:.3f}, {hi:.3f}] against "
-            f"the margin ±{g['margin']:.3f}, path slope {g['slope_per_100_mean']:+.3f} per 100 steps CI "
-            f"[{slo:.3f}, {shi:.3f}] (the change's way in {g['seeds_path_with_change']} seeds), {g['seeds']} "
-            f"seeds: {region}, {st}"
+            f"z {g['z_trained_mean']:.1f}), change {g['change_mean']:+.3f} 90% CI [{lo:.3f}, {hi:.3f}] "
+            f"against the margin ±{g['margin']:.3f}, path slope {g['slope_per_100_mean']:+.3f} per 100 steps "
+            f"CI [{slo:.3f}, {shi:.3f}] (the change's way in {g['seeds_path_with_change']} seeds), "
+            f"{g['seeds']} seeds: {region}, {st}"
             + (f" (about {g['seeds_needed']} seeds would decide)" if st == "inconclusive" else "")
         )
     numbers["groups"] = "; ".join(parts)
@@ -234,12 +239,12 @@ CLAIM = Claim(
     paper="A",
     statement="Reading of Thm 5.1: training pressure drives heads to orthogonal subspaces, so plain training "
     "(no penalty) raises the heads' HDI.",
-    version=4,
+    version=5,
     params=Params,
     grids={
-        "quick": Grid({"setting": [_RADIAL]}, seeds=16),
+        "quick": Grid({"setting": [_RADIAL]}, seeds=24),
         "full": Grid(
-            {"setting": [_RADIAL, [12, 4, 2, "radial", 0.5, 800, 1.5]]}, fixed={"steps": 400}, seeds=24
+            {"setting": [_RADIAL, [12, 4, 2, "radial", 0.5, 800, 1.5]]}, fixed={"steps": 400}, seeds=32
         ),
     },
     run=run,
@@ -258,6 +263,6 @@ CLAIM = Claim(
     },
     regime="heads initialised at random subspaces; training that lowers the validation MSE",
     explain={"holds": _READING, "fails": _READING, "inconclusive": _READING},
-    description="HDI path along plain training on the radial target: end-minus-start change over 16 seeds "
-    "pooled, against an equivalence margin of one null sd; the bump as a counter-case.",
+    description="HDI path along plain training on the radial target: end-minus-start change over 24 seeds "
+    "pooled, against an equivalence margin of one null sd (TOST at 5%); the bump as a counter-case.",
 )
