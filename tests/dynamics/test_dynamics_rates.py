@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from attnlab.dynamics import crossing_time, late_rate_fit, superadditivity_sample
+from attnlab.dynamics import crossing_time, late_rate_fit, superadditivity_sample, wilson_interval
 from attnlab.dynamics import theory as T
 
 
@@ -36,3 +36,24 @@ def test_superadditivity_sample_against_the_direct_formula():
     # Jensen: strictly convex φ on the region, distinct strengths -> strictly super-additive
     assert np.all(s.gain[s.all_convex] > 0)
     assert math.isclose(float(s.gain[0]), float(s.hetero[0] - s.equal[0]))
+
+
+@pytest.mark.parametrize(("k", "n"), [(0, 10), (5, 10), (10, 10), (37, 128), (1, 640)])
+def test_wilson_interval_is_the_score_tests_acceptance_set(k, n):
+    # independent: the interval is {p : |k/n − p| ≤ z √(p(1−p)/n)}; find its ends by bisection on p
+    z = 1.959963984540054
+    inside = lambda p: abs(k / n - p) <= z * math.sqrt(p * (1 - p) / n)  # noqa: E731
+
+    def edge(a, b):  # a inside, b outside (or the boundary of [0, 1])
+        for _ in range(200):
+            m = 0.5 * (a + b)
+            a, b = (m, b) if inside(m) else (a, m)
+        return a
+
+    p0 = k / n if 0 < k < n else (1e-300 if k == 0 else 1 - 1e-16)
+    lo = 0.0 if k == 0 else edge(p0, 0.0)
+    hi = 1.0 if k == n else edge(p0, 1.0)
+    got = wilson_interval(k, n)
+    # bisection to 2^-200 and the closed form to rounding: 1e-12 absolute is ample
+    assert got == pytest.approx((lo, hi), abs=1e-12)
+    assert wilson_interval(0, 0) == (0.0, 1.0)

@@ -51,6 +51,7 @@ from attnlab.dynamics.rates import (
     late_rate_fit,
     local_superadditivity,
     superadditivity_sample,
+    wilson_interval,
 )
 from attnlab.dynamics.robustness import CriticalDeltas, critical_deltas
 from attnlab.dynamics.shadows import (
@@ -121,4 +122,5 @@ __all__ = [
     "theory",
     "vector_field",
     "velocity",
+    "wilson_interval",
 ]

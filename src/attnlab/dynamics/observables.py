@@ -222,7 +222,10 @@ def radial_dominance(f: torch.Tensor, x: torch.Tensor, *, rtol: float = RADIAL_R
             f"got {tuple(f.shape)}"
         )
     a = radial_shadows(f, x)  # (..., H, n)
-    tang2 = (f * f).sum(-1) - a * a  # (..., H, n): ||P⊥ f||^2
+    # ||P⊥ f||^2 from the projected vector itself: ||f||^2 − a^2 cancels catastrophically when f is
+    # nearly parallel to x (clustered tokens) and can come out below zero by ~1e-16 ||f||^2
+    perp = f - a.unsqueeze(-1) * x.unsqueeze(-3)  # (..., H, n, d)
+    tang2 = (perp * perp).sum(-1)  # (..., H, n): ||P⊥ f||^2 >= 0
     fn = torch.linalg.vector_norm(f, dim=-1)  # (..., H, n)
     A = a.sum(-2, keepdim=True)  # (..., 1, n)
     absA = a.abs().sum(-2, keepdim=True)

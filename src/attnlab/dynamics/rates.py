@@ -2,6 +2,8 @@
 
 - :func:`crossing_time`: first time a recorded curve reaches a target (linear interpolation);
 - :func:`late_rate_fit`: the exponential decay rate of ``ε = 1 − γ`` fitted on a window of ε values;
+- :func:`wilson_interval`: the Wilson score interval of a binomial fraction (rates of events over
+  trajectories);
 - :func:`superadditivity_sample`: random head strengths with their summed early rate ``Σ_h φ(λ_h)``
   against ``H φ(λ̄)`` (equal heads with the same total), with the two readings' sample masks.
 """
@@ -24,7 +26,28 @@ __all__ = [
     "late_rate_fit",
     "local_superadditivity",
     "superadditivity_sample",
+    "wilson_interval",
 ]
+
+
+def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial fraction ``k/n`` at confidence ``level`` ((0, 1) for n = 0).
+
+    ``(p̂ + z²/2n ± z √(p̂(1−p̂)/n + z²/4n²)) / (1 + z²/n)``, ``z`` the two-sided normal quantile; unlike
+    the Wald interval it stays inside [0, 1] and is not empty at ``k = 0`` or ``k = n``.
+    """
+    from statistics import NormalDist
+
+    check_int("n", n, min=0)
+    check_int("k", k, min=0, max=n)
+    check_real("level", level, min=0.0, max=1.0, min_open=True, max_open=True)
+    if n == 0:
+        return 0.0, 1.0
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    p, z2 = k / n, z * z
+    mid = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * np.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return float(max(0.0, mid - half)), float(min(1.0, mid + half))
 
 
 def crossing_time(t: np.ndarray, g: np.ndarray, target: float) -> float | None:

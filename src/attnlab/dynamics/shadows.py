@@ -143,33 +143,61 @@ def radial_scan(spec: Heads, x: torch.Tensor, betas: Sequence[float], space: str
 class RadialInvariance:
     """Per form k = 1, 2, 3 (index k − 1): ``started[k]`` trajectories whose initial state satisfies form k
     for every head, ``left[k]`` of them that break it at some later recorded state, and ``entered[k]``
-    trajectories that start outside it and satisfy it at the last record."""
+    trajectories that start outside it and satisfy it at the last record.
+
+    Per trajectory (arrays of shape (B,)): ``form1_start`` whether form 1 holds for every head at t = 0;
+    ``exit_time`` the first recorded time at which form 1 fails for some head (``inf`` if never within
+    ``t1``; 0 for a trajectory that starts outside); ``cluster_time`` the first recorded time at which every
+    pair of tokens has ``<x_i, x_j> > threshold`` (one cluster; ``inf`` if not within ``t1``);
+    ``form1_share`` the fraction of records up to ``min(cluster_time, t1)`` at which form 1 holds.
+    ``t1`` is the last recorded time.
+    """
 
     started: tuple[int, int, int]
     left: tuple[int, int, int]
     entered: tuple[int, int, int]
     trajectories: int
+    form1_start: np.ndarray
+    exit_time: np.ndarray
+    cluster_time: np.ndarray
+    form1_share: np.ndarray
+    t1: float
 
 
 def radial_invariance(
-    spec: Heads, x0: torch.Tensor, beta: float, t1: float, every: float, dt: float = 0.05
-) -> RadialInvariance:
-    """Is radial dominance preserved along RK4 trajectories on the sphere from ``x0`` (B, n, d)?"""
+    spec: Heads, x0: torch.Tensor, beta: float, t1: float, every: float, dt: float = 0.05,
+    threshold: float = 0.999,
+) -> RadialInvariance:  # fmt: skip
+    """Is radial dominance preserved along RK4 trajectories on the sphere from ``x0`` (B, n, d), and does
+    form 1 last until the tokens form one cluster (every pair above ``threshold``)?"""
     from attnlab.dynamics.integrate import Record, simulate
 
     check_tensor("x0", x0, ndim=3)
     sol = simulate(
-        spec, x0, beta=beta, t1=t1, dt=dt, record=Record(every=every, observables=(), trajectory=True)
-    )
+        spec, x0, beta=beta, t1=t1, dt=dt,
+        record=Record(every=every, observables=("clusters",), trajectory=True, threshold=threshold),
+    )  # fmt: skip
     forms = []
     for x in sol.trajectory:  # (B, n, d) per record
         rd = radial_dominance(head_outputs(spec, x, beta), x)
         forms.append(torch.stack([rd.form1.all(-1), rd.form2.all(-1), rd.form3.all(-1)]))  # (3, B)
     F = torch.stack(forms)  # (T, 3, B)
     start, ever_out, end = F[0], (~F).any(0), F[-1]
+    t = sol.t.numpy()
+    out1 = (~F[:, 0]).numpy()  # (T, B): form 1 broken at that record
+    one = (sol.observables["cluster_fraction"] >= 1.0).cpu().numpy()  # (T, B): a single cluster
+    first = np.where(out1.any(0), t[out1.argmax(0)], np.inf)  # (B,)
+    clus = np.where(one.any(0), t[one.argmax(0)], np.inf)  # (B,)
+    upto = t[:, None] <= np.minimum(clus, t[-1])[None, :]  # (T, B): records up to clustering
+    share = ((~out1) & upto).sum(0) / upto.sum(0)
     return RadialInvariance(
         tuple(int(v) for v in start.sum(-1)),
         tuple(int(v) for v in (start & ever_out).sum(-1)),
         tuple(int(v) for v in (~start & end).sum(-1)),
         int(x0.shape[0]),
+        start[0].cpu().numpy(),
+        first,
+        clus,
+        share,
+        float(t[-1]),
     )
