@@ -32,11 +32,15 @@ def _soft(H, viol, trials=100, control=""):
 
 
 def test_softmax_finding_rule():
+    # 40 of 100 at β = 4: Wilson interval [0.309, 0.498] meets the reference's [0.35, 0.45]
     assert SOFTMAX.decide([_soft(1, 0), _soft(2, 40)]).status == "holds"
     assert SOFTMAX.decide([_soft(1, 1), _soft(2, 40)]).status == "fails"  # H = 1 must be exact
-    assert SOFTMAX.decide([_soft(1, 0), _soft(2, 0)]).status == "fails"  # no H ≥ 2 violation seen
+    assert SOFTMAX.decide([_soft(1, 1), _soft(2, 40)]).branch == "H=1"
+    v = SOFTMAX.decide([_soft(1, 0), _soft(2, 10)])  # [0.055, 0.174]: below 35%
+    assert v.status == "fails" and v.branch == "rate interval" and v.band == 0.125
+    assert SOFTMAX.decide([_soft(1, 0), _soft(2, 70)]).status == "fails"  # [0.604, 0.781]: above 45%
     assert SOFTMAX.decide([_soft(2, 40)]).status == "inconclusive"
-    assert SOFTMAX.decide([_soft(1, 0), _soft(2, 40)]).branch == "H≥2 rate"
+    assert SOFTMAX.decide([_soft(1, 0), _soft(2, 40)]).branch == "rate interval"
     ctrl = [_soft(1, 0, control="identical-heads"), _soft(2, 0, control="identical-heads")]
     pw = resolving_power(SOFTMAX, [_soft(1, 0), _soft(2, 40), *ctrl])
     c = pw.controls["identical-heads"]

@@ -1,7 +1,5 @@
 """New paper-B claims: flow.late-constant (theorem), flow.relu-late, flow.radial-invariance (findings)."""
 
-import math
-
 import numpy as np
 import pytest
 import torch
@@ -61,25 +59,34 @@ def test_relu_late_rule_power_and_rates():
     assert all(r == pytest.approx(4.0, rel=1e-3) for r in m["late_rates"])
 
 
-def test_radial_invariance_counts_and_rule():
+def test_radial_invariance_counts_times_and_rule():
     g = torch.Generator().manual_seed(0)
     spec = Heads.orthogonal_subspaces(2, 8, generator=g, random_within=True, kind="usa")
     x0 = init.uniform(batch=16, n=8, d=8, generator=g)
-    ri = radial_invariance(spec, x0, 1.0, 1.0, 0.5)
+    ri = radial_invariance(spec, x0, 1.0, 6.0, 0.5)
     assert ri.trajectories == 16 and all(lf <= st for lf, st in zip(ri.left, ri.started, strict=True))
     assert ri.started[2] <= ri.started[1] <= ri.started[0]  # form 3 ⇒ form 2 ⇒ form 1
-    row = Row(
-        "r",
-        {"beta": 1.0},
-        "ok",
-        {"started": [20, 5, 1], "left": [0, 0, 0], "entered": [0, 0, 0], "trajectories": 20},
+    # per trajectory: leaving form 1 at some record is a finite exit time, and exactly those count as left
+    assert int((ri.form1_start & np.isfinite(ri.exit_time)).sum()) == ri.left[0]
+    assert np.all(ri.exit_time[~ri.form1_start] == 0.0) and np.all(
+        (ri.form1_share >= 0) & (ri.form1_share <= 1)
     )
-    assert INVARIANCE.decide([row]).status == "holds"
-    row2 = Row(
-        "r",
-        {"beta": 1.0},
-        "ok",
-        {"started": [20, 5, 1], "left": [3, 0, 0], "entered": [0, 0, 0], "trajectories": 20},
-    )
-    assert INVARIANCE.decide([row2]).status == "fails"
-    assert math.isfinite(INVARIANCE.decide([row2]).numbers["leave_fraction_form_1_2_3"][0])
+    # one head: form 1 has no cross term, so it holds at every state, also once the tokens have clustered
+    # (‖P⊥f‖² is computed from the projected vector, never negative by cancellation)
+    one = Heads.orthogonal_subspaces(1, 8, generator=g, random_within=True, kind="usa")
+    r1 = radial_invariance(one, x0, 1.0, 20.0, 0.5)
+    assert r1.form1_start.all() and np.isinf(r1.exit_time).all() and np.isfinite(r1.cluster_time).any()
+
+    def row(stayed, settled, control=""):
+        m = {"started": [settled, 5, 1], "left": [settled - stayed, 0, 0], "entered": [0, 0, 0],
+             "trajectories": 40, "settled": settled, "stayed": stayed}  # fmt: skip
+        return Row("r" + control, {"beta": 1.0, **({"control": control} if control else {})}, "ok", m)
+
+    v = INVARIANCE.decide([row(40, 40)])  # Wilson [0.912, 1]: reaches 0.95, lower end ≥ 0.9
+    assert v.status == "holds" and v.branch == "persistence"
+    v = INVARIANCE.decide([row(3, 40)])  # [0.026, 0.199]: below 0.95
+    assert v.status == "fails" and v.branch == "persistence"
+    assert INVARIANCE.decide([row(36, 40)]).status == "inconclusive"  # [0.769, 0.960] straddles
+    assert INVARIANCE.decide([row(5, 5)]).status == "inconclusive"  # too few settled
+    c = resolving_power(INVARIANCE, [row(3, 40), row(40, 40, control="one-head")]).controls["one-head"]
+    assert c["as_designed"] and c["same_branch"]

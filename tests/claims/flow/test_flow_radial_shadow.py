@@ -14,13 +14,18 @@ def _main(space, viol, agree=1.0, control=""):
 
 
 def test_rule_and_control():
-    assert CLAIM.decide([_main("flat", 0), _main("sphere", 3)]).status == "holds"
-    assert CLAIM.decide([_main("flat", 1), _main("sphere", 3)]).status == "fails"  # flat must be monotone
+    v = CLAIM.decide([_main("flat", 0), _main("sphere", 3)])
+    assert v.status == "holds" and v.branch == "flat vs sphere"
+    v = CLAIM.decide([_main("flat", 1), _main("sphere", 3)])  # flat must be monotone
+    assert v.status == "fails" and v.branch == "flat vs sphere"
     assert CLAIM.decide([_main("flat", 0), _main("sphere", 0)]).status == "fails"  # no shadow effect seen
-    assert CLAIM.decide([_main("flat", 0), _main("sphere", 3, agree=0.9)]).status == "fails"
+    v = CLAIM.decide([_main("flat", 0), _main("sphere", 3, agree=0.9)])
+    assert v.status == "fails" and v.branch == "form 1 ⇔ sign"
+    # the control breaks orthogonality: flat falls (and form 1 ⇔ sign no longer applies), decided first
     rows = [_main("flat", 0), _main("sphere", 3), _main("flat", 5, control="opposed-heads")]
-    rows.append(_main("sphere", 3, control="opposed-heads"))
-    assert resolving_power(CLAIM, rows).controls["opposed-heads"]["as_designed"]
+    rows.append(_main("sphere", 3, agree=0.0, control="opposed-heads"))
+    c = resolving_power(CLAIM, rows).controls["opposed-heads"]
+    assert c["as_designed"] and c["same_branch"]
 
 
 def test_real_points():

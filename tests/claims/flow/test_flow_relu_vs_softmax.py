@@ -19,14 +19,24 @@ def _force(kind, d, ratio, n=16):
 
 
 def test_rule_power_and_regime():
-    rows = [_force(k, d, 1.0) for k in ("softmax", "relu") for d in (64, 256)]
-    assert CLAIM.decide(rows).status == "holds"
+    # a leading 1/d correction (−1.7/d, as measured for ReLU) extrapolates away exactly
+    rows = [
+        _force(k, d, 1.0 - 1.7 / d, n=n) for k in ("softmax", "relu") for d in (64, 256) for n in (16, 64)
+    ]
+    v = CLAIM.decide(rows)
+    assert v.status == "holds" and v.branch == "force ratio" and v.band == 0.015
+    assert v.numbers["relu_ratio"] == pytest.approx(1.0, abs=1e-12)
+    # SE of r∞ from two d: √(256² + 64²)/192 · 0.002/√2 = 0.0019, so the band is the 1.5% floor
+    assert v.numbers["relu_ratio_se"] == pytest.approx(0.002 / math.sqrt(2) * math.hypot(256, 64) / 192)
     pw = resolving_power(CLAIM, rows)
-    # tolerance 5%: 1/1.05 = 0.952 still holds, 1/0.95 = 1.053 does not
-    assert pw.flips["phi"] == {"+": 0.1, "-": 0.05} and pw.flips["relu_force"] == {"+": 0.1, "-": 0.05}
+    # band 1.5%: a prediction 1% off stays inside it, 2% off puts r∞ 2% away, outside
+    assert pw.flips["phi"] == {"+": 0.02, "-": 0.02} and pw.flips["relu_force"] == {"+": 0.02, "-": 0.02}
     # a ReLU force that does not vanish like d^{-1/2}: twice the prediction at d = 256
-    assert CLAIM.decide(rows[:3] + [_force("relu", 256, 2.0)]).status == "fails"
+    bad = [r for r in rows if not (r.params["kind"] == "relu" and r.params["d"] == 256)]
+    assert CLAIM.decide(bad + [_force("relu", 256, 2.0)]).status == "fails"
     v = CLAIM.decide([_force(k, 16, 1.0) for k in ("softmax", "relu")])  # d < 64 only: outside
+    assert v.status == "inconclusive" and v.regime
+    v = CLAIM.decide([_force(k, 64, 1.0) for k in ("softmax", "relu")])  # one d: no extrapolation
     assert v.status == "inconclusive" and v.regime
 
 
@@ -51,3 +61,31 @@ def test_early_force_at_random_tokens_matches_the_prediction(kind):
     se = float(r.std() / math.sqrt(256))
     # O(1/d) corrections (~0.4% at d = 256) plus sampling noise: 4 standard errors + 2%
     assert abs(float(r.mean()) - pred) <= 4 * se + 0.02 * pred
+
+
+def _times(kind, n, d, a, runs=(1.0, 1.1, 0.95), reached=True):
+    ts = [f * 2.0 * (n / 16) ** a for f in runs]
+    if not reached:
+        ts[0] = None
+    m = {"time_half": None if not reached else sorted(ts)[1], "time_half_by_run": ts,
+         "time_half_exact_equiangular": 2.0}  # fmt: skip
+    return Row(f"{kind}{n}{d}", {"part": "times", "kind": kind, "n": n, "d": d}, "ok", m)
+
+
+def test_cluster_times_rule():
+    from attnlab.claims.flow.cluster_times import CLAIM as TIMES
+
+    lin = [
+        _times(k, n, d, 1.0) for k, d in (("softmax", 64), ("relu", 64), ("relu", 128)) for n in (16, 32, 64)
+    ]
+    v = TIMES.decide(lin)  # T ∝ n in every run: exponent 1 exactly
+    assert v.status == "holds" and v.branch == "n-exponent"
+    assert v.numbers["exponents"]["softmax,d=64"]["mean"] == pytest.approx(1.0, abs=1e-12)
+    logn = [_times(k, n, d, 0.25) for k, d in (("softmax", 64), ("relu", 64)) for n in (16, 32, 64)]
+    v = TIMES.decide(logn)  # exponent 0.25: T grows far slower than n
+    assert v.status == "fails" and v.branch == "n-exponent"
+    # a run that never reached γ* leaves its setting undecided
+    v = TIMES.decide([_times("softmax", n, 64, 1.0, reached=n != 32) for n in (16, 32, 64)])
+    assert v.status == "inconclusive" and v.numbers["unreached"] == {"softmax,d=64": 1}
+    # band ±10% around a zero-width interval at 1: the prediction ×1.25 or ×0.9 leaves it outside
+    assert resolving_power(TIMES, lin).flips["exponent_n"] == {"+": 0.25, "-": 0.1}

@@ -10,6 +10,7 @@ from attnlab.claims.flow import (
     approx_orthogonal,
     beta_star,
     beta_star_onset,
+    cluster_times,
     energy_monotone,
     energy_monotone_softmax,
     entropy,
@@ -20,6 +21,7 @@ from attnlab.claims.flow import (
     radial_shadow,
     relu_late,
     relu_vs_softmax,
+    superadditivity_mean,
     value_perturbation,
 )
 
@@ -38,6 +40,8 @@ CLAIMS = [
     late_constant.CLAIM,
     beta_star_onset.CLAIM,
     entropy_equiangular.CLAIM,
+    superadditivity_mean.CLAIM,
+    cluster_times.CLAIM,
 ]
 
 #: Statements of paper B that the summary does not state precisely enough to test, with the reason
@@ -49,6 +53,12 @@ NOT_TESTABLE = {
     "Wasserstein-gradient-flow reading": "at n tokens it is dE/dt = ‖v‖²_{L²(μ_n)} = (1/n)Σ‖ẋ_i‖², "
     "checked by flow.energy-monotone; the mean-field (n → ∞) statement has no further finite-n "
     "consequence given",
+    "Projection identities": "⟨P⊥u, u⟩ = ‖P⊥u‖² and the symmetry of P⊥ are properties of an orthogonal "
+    "projector (algebra, no data can contradict them); their use is checked where it decides something: "
+    "form 1's margin equals n·dE_h/dt under orthogonality (unit test, relative 1e-11) and flow.radial-shadow "
+    "finds form 1 ⇔ dE_h/dt ≥ 0 at every sphere configuration",
+    "Critical points of the combined multi-head field": "named by the summary as an open problem, with no "
+    "conjecture about their structure to hold data against",
 }
 
 __all__ = ["CLAIMS", "NOT_TESTABLE"]

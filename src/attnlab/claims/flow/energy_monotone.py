@@ -8,9 +8,9 @@ It is a statement about the usa kind: for softmax attention with H ≥ 2 heads (
 monotonicity fails (``flow.energy-monotone-softmax``; about 40% of trajectories at β = 4, H = 2–4),
 while H = 1 is exact (a positive rescaling of the gradient).
 
-Verdict rule: holds when the identity's largest relative error over all checked states is below
-1e-8 (float64), fails otherwise. Negative control: values ``V_h ≠ M_h`` (size 0.1), where the
-velocity is no longer n·∇E and the identity is false.
+Verdict rule (one branch, "identity error"): holds when the identity's largest relative error over all
+checked states is below 1e-8 (float64), fails otherwise. Negative control through that branch: values
+``V_h ≠ M_h`` (size 0.1), where the velocity is no longer n·∇E and the identity is false.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
             for r in good
         },
     }
-    return Verdict("holds" if err < 1e-8 else "fails", nums, TOLERANCE, note.strip())
+    return Verdict("holds" if err < 1e-8 else "fails", nums, TOLERANCE, note.strip(), branch="identity error")
 
 
 _IDENT = {"heads": 3, "n": 16, "d": 6, "beta": 1.0, "states": 6, "batch": 8}

@@ -6,15 +6,22 @@ equation), and a ReLU head has zero force at γ = 0 (hence ``T = O(n log d)``). 
 dynamics where these statements apply: the mean ``dγ/dt`` at uniform random tokens
 (:func:`attnlab.dynamics.gamma_rate`, from the full vector field at the state) against the predicted
 early forces, φ for softmax and ``2βλ²/(n√(2πd))`` for ReLU (:func:`theory.relu_random_init_rate`: the
-"zero force" is a force vanishing as ``d^{−1/2}``), in the regime d ≥ 64 where those forms are
-asymptotically exact. Reported beside it (part ``times``): times of the full dynamics to a target
+"zero force" is a force vanishing as ``d^{−1/2}``). Both are d → ∞ limits: their finite-d corrections,
+measured on 8192 states at β = λ = 1, n = 16 and 64, are about −0.9/d for softmax and −1.7/d for ReLU
+(−1.3% and −2.4% at d = 64, −0.35% and −0.7% at d = 256: the same coefficient at both d, i.e. a leading
+1/d term). The verdict therefore reads the ratio measured/predicted at d → ∞: per kind, the ratios pooled
+over n at each d ≥ d_min (64) are fitted by ``r(d) = r∞ + b/d`` (weighted least squares, SE propagated)
+and ``r∞`` is held against 1. Reported beside it (part ``times``): times of the full dynamics to a target
 inside the linear regime (mean γ up by ``c/n``) against the linear prediction, times to γ = 1/2 with
 ReLU runs sized from the exact formula of docs/flow.md B6 (and how often ReLU stalls in metastable
 clusters), and the linearised equations' exponents (part ``linearised``; algebra, not evidence).
 
-Verdict rule: on the force rows with d ≥ d_min (64), per kind the pooled ratio measured/predicted
-must be within ``max(0.05, 2 SE)`` of 1 (SE over token configurations): holds when both kinds are,
-fails otherwise; inconclusive without force rows in the regime.
+Verdict rule (branch "force ratio", band ``max(0.015, 2 SE)``): per kind ``r∞`` must be within
+``max(0.015, 2 SE(r∞))`` of 1 (SE over token configurations): holds when both kinds are, fails otherwise;
+inconclusive without force rows at two d ≥ d_min for both kinds. The 1.5% floor is the spread between
+root seeds: over seeds 0–3 the extrapolated ReLU ratio was 0.9975, 1.0066, 0.9983, 1.0116 (2 SD = 1.3%,
+about twice what the within-run SE of 0.37% gives), so a band of 2 SE alone failed one seed in four; the
+neglected O(1/d²) rest, about (1.7/64)² ≈ 0.07% at d = 64, is far below it.
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ class Params:
     batch: int = 256  # random initial configurations (force: 256; times: a few)
     beta: float = 1.0  # inverse temperature
     strength: float = 1.0  # scalar head strength λ
-    d_min: int = 64  # smallest d where the predicted forces are asymptotically exact (regime)
+    d_min: int = 64  # smallest d of the 1/d extrapolation (regime)
     target: float = 0.5  # clustering target γ* (times)
     c_linear: float = 0.5  # linear-regime target: mean γ up by c/n (times)
     t1_min: float = 30.0  # shortest simulated time (times)
@@ -132,6 +139,7 @@ def run(point: Point) -> Result:
             "time_linear": float(np.median([v for v in lin if v is not None])) if any(lin) else None,
             "time_linear_predicted": (p.c_linear / p.n) / _predicted_force(p),
             "time_half": float(np.median(reached)) if len(reached) == len(half) else None,
+            "time_half_by_run": half,  # None where a run did not reach the target within t1
             "time_half_exact_equiangular": exact,
             "reached_half": len(reached) / len(half),
             "final_gamma": float(gam[-1].mean()),
@@ -142,7 +150,16 @@ def run(point: Point) -> Result:
     )
 
 
-TOLERANCE = "pooled measured/predicted early force within max(0.05, 2 SE) of 1, per kind, d ≥ d_min"
+def _extrapolate(ds: list[int], r: list[float], se: list[float]) -> tuple[float, float]:
+    """``r∞`` and its SE from ``r(d) = r∞ + b/d`` by weighted least squares over the d values."""
+    X = np.column_stack([np.ones(len(ds)), 1.0 / np.asarray(ds, dtype=float)])  # (D, 2)
+    w = 1.0 / np.maximum(np.asarray(se, dtype=float), 1e-15) ** 2
+    cov = np.linalg.inv(X.T @ (w[:, None] * X))  # (2, 2)
+    coef = cov @ (X.T @ (w * np.asarray(r, dtype=float)))
+    return float(coef[0]), float(math.sqrt(cov[0, 0]))
+
+
+TOLERANCE = "measured/predicted early force extrapolated to d → ∞ within max(0.015, 2 SE) of 1, per kind"
 
 
 def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
@@ -156,13 +173,24 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         rs = [r for r in inside if r.params["kind"] == kind]
         if not rs:
             continue
-        ratios = [r.metrics["rate"] / pred(name, r.metrics["predicted"]) for r in rs]
-        ses = [r.metrics["rate_se"] / pred(name, r.metrics["predicted"]) for r in rs]
-        nums[f"{kind}_ratio"] = float(np.mean(ratios))
-        nums[f"{kind}_ratio_se"] = float(math.sqrt(sum(s * s for s in ses)) / len(ses))
+        by_d: dict[int, list[tuple[float, float]]] = {}
+        for r in rs:
+            pr = pred(name, r.metrics["predicted"])
+            by_d.setdefault(r.params["d"], []).append((r.metrics["rate"] / pr, r.metrics["rate_se"] / pr))
+        ds = sorted(by_d)
+        at_d = {d: float(np.mean([q for q, _ in by_d[d]])) for d in ds}  # pooled over n at each d
+        se_d = {d: math.sqrt(sum(e * e for _, e in by_d[d])) / len(by_d[d]) for d in ds}
+        nums[f"{kind}_ratio_by_d"] = {str(d): round(at_d[d], 5) for d in ds}
         nums[f"{kind}_ratio_by_setting"] = {
-            f"n={r.params['n']},d={r.params['d']}": round(q, 4) for r, q in zip(rs, ratios, strict=True)
+            f"n={r.params['n']},d={r.params['d']}": round(
+                r.metrics["rate"] / pred(name, r.metrics["predicted"]), 4
+            )
+            for r in rs
         }
+        if len(ds) < 2:
+            continue
+        r_inf, se_inf = _extrapolate(ds, [at_d[d] for d in ds], [se_d[d] for d in ds])
+        nums[f"{kind}_ratio"], nums[f"{kind}_ratio_se"] = r_inf, se_inf
     nums["relu_force_exponent_in_d"] = loglog_slope(
         [r.params["d"] for r in force if r.params["kind"] == "relu" and r.params["n"] == 16],
         [r.metrics["rate"] for r in force if r.params["kind"] == "relu" and r.params["n"] == 16],
@@ -191,14 +219,15 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
             lin[0].metrics["slope_relu_n"],
         ]
     if "softmax_ratio" not in nums or "relu_ratio" not in nums:
-        return Verdict.outside("no force rows of both kinds with d ≥ d_min", nums, TOLERANCE)
-    tol = {k: max(0.05, 2 * nums[f"{k}_ratio_se"]) for k in ("softmax", "relu")}
+        return Verdict.outside("no force rows of both kinds at two d ≥ d_min", nums, TOLERANCE)
+    tol = {k: max(0.015, 2 * nums[f"{k}_ratio_se"]) for k in ("softmax", "relu")}
     nums["tolerance_softmax"], nums["tolerance_relu"] = tol["softmax"], tol["relu"]
     ok = all(abs(nums[f"{k}_ratio"] - 1) <= tol[k] for k in ("softmax", "relu"))
-    return Verdict("holds" if ok else "fails", nums, TOLERANCE, note.strip())
+    band = max(tol.values())
+    return Verdict("holds" if ok else "fails", nums, TOLERANCE, note.strip(), branch="force ratio", band=band)
 
 
-_FORCE = {"part": "force", "batch": 256}
+_FORCE = {"part": "force", "batch": 2048}
 _TIMES = {"part": "times", "batch": 4}
 CLAIM = Claim(
     id="flow.relu-vs-softmax",
@@ -207,7 +236,7 @@ CLAIM = Claim(
     paper="B",
     statement="Near γ = 0 a softmax head clusters with a constant force 2λ/(e^{βλ}+n−1), independent of d "
     "(T = O(n)), and a ReLU head with zero force at γ = 0 (T = O(n log d)) (Thm 25).",
-    version=2,
+    version=3,
     params=Params,
     grids={
         "quick": Grid(
@@ -220,7 +249,7 @@ CLAIM = Claim(
         ),
         "full": Grid(
             {"kind": ["softmax", "relu"], "n": [16, 64, 256], "d": [16, 64, 256, 1024]},
-            fixed=_FORCE | {"batch": 2048},
+            fixed=_FORCE | {"batch": 4096},
             extra=[
                 Grid(
                     {"kind": ["softmax", "relu"], "n": [16, 32, 64, 128], "d": [16, 64, 256]},
@@ -236,18 +265,20 @@ CLAIM = Claim(
         "phi": "the softmax early force φ(λ) = 2λ/(e^{βλ}+n−1)",
         "relu_force": "the ReLU early force at random init 2βλ²/(n√(2πd))",
     },
-    regime="uniform random tokens, d ≥ 64 (the early forces are asymptotic in d), one scalar head",
+    regime="uniform random tokens, d ≥ 64 extrapolated to d → ∞ (the early forces are d → ∞ limits), one "
+    "scalar head",
     explain={
-        "holds": "early force dγ/dt at random tokens over the prediction: softmax {softmax_ratio:.3f} ± "
-        "{softmax_ratio_se:.3f} (φ, independent of d), ReLU {relu_ratio:.3f} ± {relu_ratio_se:.3f} "
+        "holds": "early force dγ/dt at random tokens over the prediction, extrapolated to d → ∞ from "
+        "{softmax_ratio_by_d} (softmax) and {relu_ratio_by_d} (ReLU) by d: softmax {softmax_ratio:.4f} ± "
+        "{softmax_ratio_se:.4f} (φ, independent of d), ReLU {relu_ratio:.4f} ± {relu_ratio_se:.4f} "
         "(2βλ²/(n√(2πd)); fitted exponent in d {relu_force_exponent_in_d:.3f}, zero in the limit). Times "
         "to a linear-regime target over the linear prediction: softmax {softmax_time_linear_over_predicted}. "
         "ReLU runs sized from the exact B6 time reach γ = 1/2 in {relu_reached_half} of the runs "
         "(metastable clusters otherwise); softmax times to 1/2 {softmax_time_half} grow like n^"
         "{softmax_time_half_exponent_n:.2f} (logarithmically: the full dynamics leave the linear regime, "
         "so O(n) is the linearised bound, not the rate), ReLU {relu_time_half}.",
-        "fails": "early forces off the prediction: softmax {softmax_ratio:.3f} ± {softmax_ratio_se:.3f}, "
-        "ReLU {relu_ratio:.3f} ± {relu_ratio_se:.3f} (by setting {softmax_ratio_by_setting}, "
-        "{relu_ratio_by_setting}).",
+        "fails": "early forces off the prediction at d → ∞: softmax {softmax_ratio:.4f} ± "
+        "{softmax_ratio_se:.4f}, ReLU {relu_ratio:.4f} ± {relu_ratio_se:.4f} (by setting "
+        "{softmax_ratio_by_setting}, {relu_ratio_by_setting}).",
     },
 )

@@ -291,16 +291,68 @@ def approx_orthogonal(rows: Sequence[Row]) -> dict:
 
 
 def radial_invariance(rows: Sequence[Row]) -> dict:
-    fig, ax = new_figure()
+    fig, ax = new_figure(1, 2)
     for i, r in enumerate(_test(rows)):
         st, lf = r.metrics["started"], r.metrics["left"]
         x = np.arange(3) + 0.35 * i
         ax[0, 0].bar(x, st, width=0.17, label=f"β={r.params['beta']:g}: start inside")
         ax[0, 0].bar(x + 0.17, lf, width=0.17, label=f"β={r.params['beta']:g}: of those, leave")
+        te, tc = r.arrays.get("exit_time"), r.arrays.get("cluster_time")
+        if te is not None and tc is not None:  # −1: not within t1 (drawn at t1)
+            t1 = float(r.params.get("t1", 20.0))
+            ax[0, 1].plot(
+                np.where(tc < 0, t1, tc), np.where(te < 0, t1, te), ".", ms=3, label=f"β={r.params['beta']:g}"
+            )
     ax[0, 0].set_xticks(np.arange(3) + 0.25, ["form 1", "form 2", "form 3"])
     ax[0, 0].set(ylabel="trajectories", title="radial dominance along trajectories")
     ax[0, 0].legend(fontsize=6)
+    lim = ax[0, 1].get_xlim()
+    ax[0, 1].plot(lim, lim, "k--", lw=0.8)
+    ax[0, 1].set(
+        xlabel="time to one cluster (t1 if later)",
+        ylabel="first exit from form 1 (t1 if none)",
+        title="form 1 lasts until clustering above the diagonal",
+    )
+    ax[0, 1].legend(fontsize=6)
     return {"radial_invariance": fig}
+
+
+def cluster_times(rows: Sequence[Row]) -> dict:
+    fig, ax = new_figure()
+    groups: dict[tuple, list[tuple[int, float]]] = {}
+    for r in _test(rows):
+        if r.params.get("part") == "times" and r.metrics.get("time_half") is not None:
+            groups.setdefault((r.params["kind"], r.params["d"]), []).append(
+                (r.params["n"], r.metrics["time_half"])
+            )
+    for (kind, d), pts in sorted(groups.items()):
+        pts.sort()
+        ax[0, 0].loglog([n for n, _ in pts], [t for _, t in pts], "o-", ms=3, label=f"{kind}, d={d}")
+    if groups:
+        ns = np.array(sorted({n for v in groups.values() for n, _ in v}), dtype=float)
+        t0 = min(t for v in groups.values() for _, t in v)
+        ax[0, 0].loglog(ns, t0 * ns / ns[0], "k--", lw=0.8, label="∝ n (stated)")
+    ax[0, 0].set(xlabel="tokens n", ylabel="median time to γ = 1/2", title="clustering time against n")
+    ax[0, 0].legend(fontsize=6)
+    return {"cluster_times": fig}
+
+
+def superadditivity_mean(rows: Sequence[Row]) -> dict:
+    fig, ax = new_figure()
+    for r in rows:
+        if r.ok and "ratio" in r.arrays and not r.cell:
+            lam = np.asarray(r.arrays["lam"]).reshape(len(r.arrays["ratio"]), -1)
+            lc = r.metrics["lambda_c"]
+            tag = f"n={r.params['n']}, β={r.params['beta']:g}" + (f" [{r.control}]" if r.control else "")
+            ax[0, 0].plot(lam.mean(1) / lc, r.arrays["ratio"], ".", ms=4, label=tag)
+    ax[0, 0].axhline(1.0, color="k", ls="--", lw=0.8)
+    ax[0, 0].set(
+        xlabel="mean strength λ̄ / λ_c",
+        ylabel="early rate: unequal / equal heads (particles)",
+        title="super-additivity: below 1 is a counterexample",
+    )
+    ax[0, 0].legend(fontsize=6)
+    return {"superadditivity_mean": fig}
 
 
 def relu_late(rows: Sequence[Row]) -> dict:
@@ -348,4 +400,6 @@ FIGURES = {
     "flow.late-constant": late_constant,
     "flow.beta-star-onset": beta_star_onset,
     "flow.entropy-equiangular": entropy,
+    "flow.superadditivity-mean": superadditivity_mean,
+    "flow.cluster-times": cluster_times,
 }

@@ -1,0 +1,148 @@
+"""``flow.cluster-times`` (Thm 25): clustering times ``T = O(n)`` (softmax) and ``T = O(n log d)`` (ReLU).
+
+Thm 25 integrates the equations linearised near γ = 0: a constant softmax force ``φ = 2λ/(e^{βλ}+n−1)``
+gives ``T ∝ n`` once ``n ≫ e^{βλ}``; the ReLU force ``(2βλ²/n)γ`` from ``γ0 = d^{−1/2}`` gives
+``T ∝ n log d``. ``flow.relu-vs-softmax`` checks the forces themselves; this claim holds the stated time
+scaling in n against the full dynamics (``flow.relu-vs-softmax``'s ``times`` runs: one scalar head, uniform
+random starts, RK4, time for the mean pairwise inner product to reach ``γ* = 1/2``), on runs sized from
+the exact equiangular time (``t1 = max(30, 4·T_exact)``) so that every run reaches the target; a grid
+point where some run does not is reported and makes the verdict inconclusive.
+
+The exponent of ``T`` in n is fitted per replicate (run j of every n: independent starts) over
+n = 16 … 128 and read through the 95% Student-t interval of its mean, per kind (softmax at d = 64; ReLU at
+each d). Verdict rule (branch "n-exponent"): the statement predicts exponent 1; holds when every kind's
+interval lies inside ``1 ± 10%``, fails when some kind's interval lies outside it, inconclusive otherwise.
+Reported beside it: ReLU's ratio ``T(d = 128)/T(d = 64)`` against the ``log d`` reading
+(``ln 128/ln 64 = 1.17``) and against the exact large-n expression of docs/flow.md B6. There is no
+positive control: no setting of this system is known to cluster in a time proportional to n.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from attnlab.claims.flow._common import ok_rows
+from attnlab.claims.flow.relu_vs_softmax import Params, run
+from attnlab.core.stats import loglog_slope, mean_ci
+from attnlab.dynamics import theory as T
+from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Predict, Row, Verdict
+
+__all__ = ["CLAIM", "verdict"]
+
+BAND = 0.1
+
+
+def _setting(r: Row) -> str:
+    return f"{r.params['kind']},d={r.params['d']}"
+
+
+TOLERANCE = "exponent of T in n: 95% interval inside 1 ± 10% for every kind (softmax; ReLU at each d)"
+
+
+def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
+    good, note = ok_rows(rows)
+    times = [r for r in good if r.params.get("part") == "times"]
+    if not times:
+        return Verdict("inconclusive", {}, TOLERANCE, "no time rows." + note)
+    expo = pred("exponent_n", 1.0)
+    lo_b, hi_b = expo * (1 - BAND), expo * (1 + BAND)
+    groups: dict[str, list[Row]] = {}
+    for r in times:
+        groups.setdefault(_setting(r), []).append(r)
+    nums: dict = {"exponent_predicted": expo, "band": [lo_b, hi_b], "unreached": {}, "exponents": {}}
+    nums["median_time_by_n"] = {
+        k: {str(r.params["n"]): r.metrics["time_half"] for r in sorted(v, key=lambda r: r.params["n"])}
+        for k, v in groups.items()
+    }
+    nums["exact_equiangular_time_by_n"] = {
+        k: {str(r.params["n"]): round(r.metrics["time_half_exact_equiangular"], 4) for r in v}
+        for k, v in groups.items()
+    }
+    statuses = []
+    for key, rs in sorted(groups.items()):
+        by_run = [r.metrics.get("time_half_by_run") or [] for r in rs]
+        miss = sum(t is None for b in by_run for t in b)
+        if miss:
+            nums["unreached"][key] = miss
+        reps = min(len(b) for b in by_run)
+        slopes = []
+        for j in range(reps):
+            pts = [(r.params["n"], b[j]) for r, b in zip(rs, by_run, strict=True) if b[j] is not None]
+            a = (
+                loglog_slope([n for n, _ in pts], [t for _, t in pts])
+                if len({n for n, _ in pts}) >= 3
+                else None
+            )
+            if a is not None:
+                slopes.append(a)
+        m, lo, hi = mean_ci(slopes) if len(slopes) >= 2 else (None, None, None)
+        nums["exponents"][key] = {"mean": m, "interval": [lo, hi], "replicates": len(slopes)}
+        if miss or m is None:
+            statuses.append("inconclusive")
+        elif lo_b <= lo and hi <= hi_b:
+            statuses.append("holds")
+        elif hi < lo_b or lo > hi_b:
+            statuses.append("fails")
+        else:
+            statuses.append("inconclusive")
+    relu = {r.params["n"]: {} for r in times if r.params["kind"] == "relu"}
+    for r in times:
+        if r.params["kind"] == "relu" and r.metrics["time_half"] is not None:
+            relu[r.params["n"]][r.params["d"]] = r.metrics["time_half"]
+    ratios = {str(n): v[max(v)] / v[min(v)] for n, v in relu.items() if len(v) >= 2}
+    if ratios:
+        d1 = min(r.params["d"] for r in times if r.params["kind"] == "relu")
+        d2 = max(r.params["d"] for r in times if r.params["kind"] == "relu")
+        nums["relu_time_ratio_by_n"] = ratios
+        nums["relu_ratio_log_d_reading"] = math.log(d2) / math.log(d1)
+        nums["relu_ratio_exact_large_n"] = T.relu_large_n_time(1.0, 1.0, d2**-0.5) / T.relu_large_n_time(
+            1.0, 1.0, d1**-0.5
+        )
+    if "fails" in statuses:
+        return Verdict("fails", nums, TOLERANCE, note.strip(), branch="n-exponent", band=BAND)
+    if all(s == "holds" for s in statuses):
+        return Verdict("holds", nums, TOLERANCE, note.strip(), branch="n-exponent", band=BAND)
+    why = "some runs did not reach γ* within t1" if nums["unreached"] else "an interval straddles the band"
+    return Verdict("inconclusive", nums, TOLERANCE, note.strip(), regime=why, branch="n-exponent")
+
+
+_TIMES = {"part": "times", "batch": 6, "t1_factor": 4.0}
+_EXPLAIN = (
+    "time to γ* = 1/2 against n on runs that reach it: exponent in n by setting {exponents} against the "
+    "stated {exponent_predicted:g} (band {band}); median times {median_time_by_n} (the equiangular ODE from "
+    "γ = 0: {exact_equiangular_time_by_n}); ReLU T(d=128)/T(d=64) by n {relu_time_ratio_by_n} against "
+    "{relu_ratio_log_d_reading:.3f} (log d) and {relu_ratio_exact_large_n:.3f} (exact, large n)."
+)
+CLAIM = Claim(
+    id="flow.cluster-times",
+    kind="theorem",
+    grade="evidence",
+    paper="B",
+    statement="Thm 25's clustering times from random init: T = O(n) for a softmax head (n ≫ e^{βλ}) and "
+    "T = O(n log d) for a ReLU head, read as the scaling of the time to γ* = 1/2 in n.",
+    version=1,
+    params=Params,
+    grids={
+        "quick": Grid(
+            {"n": [16, 32, 64, 128]},
+            fixed=_TIMES | {"kind": "softmax", "d": 64},
+            extra=[Grid({"n": [16, 32, 64, 128], "d": [64, 128]}, fixed=_TIMES | {"kind": "relu"})],
+        ),
+        "full": Grid(
+            {"n": [16, 32, 64, 128, 256, 512]},
+            fixed=_TIMES | {"kind": "softmax", "d": 64, "batch": 16},
+            extra=[
+                Grid(
+                    {"n": [16, 32, 64, 128, 256], "d": [64, 128, 256]},
+                    fixed=_TIMES | {"kind": "relu", "batch": 16},
+                )
+            ],
+        ),
+    },
+    run=run,
+    verdict=verdict,
+    predictions={"exponent_n": "the exponent of the clustering time in n (1: T ∝ n)"},
+    regime="one scalar head, uniform random starts, runs that reach γ* = 1/2 within t1 = max(30, 4 T_exact)",
+    explain={"holds": _EXPLAIN, "fails": _EXPLAIN},
+)
