@@ -41,10 +41,18 @@ from attnlab.core import geometry, metric
 from attnlab.core.heads import HeadWeights
 from attnlab.core.seeding import generator
 from attnlab.diagnose.entropy import attention_entropy
-from attnlab.diagnose.flow import flow_defects, radial_dominance
-from attnlab.diagnose.spectra import qk_spectra
+from attnlab.diagnose.flow import FlowDefects, radial_dominance
+from attnlab.diagnose.spectra import spectrum_from_factors
 
-__all__ = ["SENTENCES", "SUBSPACES", "Diagnosis", "diagnose", "grouped_cross_products", "ov_factors"]
+__all__ = [
+    "SENTENCES",
+    "SUBSPACES",
+    "Diagnosis",
+    "diagnose",
+    "grouped_cross_products",
+    "grouped_flow_defects",
+    "ov_factors",
+]
 
 _DT = torch.float64
 SUBSPACES = ("q", "k", "v", "ov")
@@ -60,10 +68,12 @@ SENTENCES: tuple[str, ...] = (
 )
 
 
-def ov_factors(W_V: torch.Tensor, W_O: torch.Tensor) -> torch.Tensor:
+def ov_factors(W_V: torch.Tensor, W_O: torch.Tensor, kv_index: torch.Tensor | None = None) -> torch.Tensor:
     """``F_h = W_Oᵀ L_h`` ``(..., d, k)``, ``L_h L_hᵀ = W_VᵀW_V``, so ``F_h F_hᵀ = V_h V_hᵀ``.
 
     Falls back to an eigen-decomposition square root when ``W_VᵀW_V`` is not positive definite.
+    ``kv_index`` ``(H,)``: grouped values, ``W_V`` ``(H_kv, d, k)`` unexpanded and head ``h`` using
+    ``W_V[kv_index[h]]`` (each ``L`` is computed once per value head).
     """
     Wv, Wo = W_V.to(_DT), W_O.to(_DT)
     G = Wv.transpose(-1, -2) @ Wv  # (..., k, k)
@@ -71,6 +81,8 @@ def ov_factors(W_V: torch.Tensor, W_O: torch.Tensor) -> torch.Tensor:
     if bool((info != 0).any()):
         w, U = torch.linalg.eigh(G)
         L = U * w.clamp_min(0.0).sqrt().unsqueeze(-2)  # (..., k, k), L Lᵀ = G
+    if kv_index is not None:
+        L = L[kv_index]  # (H, k, k)
     return Wo.transpose(-1, -2) @ L  # (..., d, k)
 
 
@@ -112,17 +124,26 @@ class Diagnosis:
         return out
 
 
-def grouped_cross_products(W_Q: torch.Tensor, W_K: torch.Tensor, kv_index: torch.Tensor) -> torch.Tensor:
+def grouped_cross_products(
+    W_Q: torch.Tensor,
+    W_K: torch.Tensor,
+    kv_index: torch.Tensor,
+    factors: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> torch.Tensor:
     """:func:`attnlab.diagnose.flow.cross_products` for grouped K/V: ``W_K`` ``(H_kv, d, k)`` unexpanded.
 
     ``M_g M_h = s² A_g (B_gᵀ A_h) B_hᵀ`` with ``B_g = W_K[kv(g)]``, so the ``d``-long contractions
     ``B_jᵀ A_h`` are made once per distinct K head (``H_kv · H`` instead of ``H²``); the operator norm
-    is that of ``R_{A_g} (B_gᵀ A_h) R_{B_h}ᵀ`` (thin-QR factors), computed in blocks of query heads.
+    is that of ``R_{A_g} (B_gᵀ A_h) R_{B_h}ᵀ`` (thin-QR factors, or ``factors`` = ``(R_A, R_B)`` when the
+    caller has them), computed in blocks of query heads.
     Returns ``(H, H)``: ``‖M_g M_h‖_op / (‖M_g‖_op ‖M_h‖_op)``.
     """
     A, B = W_Q.to(_DT), W_K.to(_DT)
-    Ra = torch.linalg.qr(A, mode="r")[1]  # (H, k, k); the Q factor is never formed
-    Rb = torch.linalg.qr(B, mode="r")[1]  # (H_kv, k, k)
+    if factors is None:
+        Ra = torch.linalg.qr(A, mode="r")[1]  # (H, k, k); the Q factor is never formed
+        Rb = torch.linalg.qr(B, mode="r")[1]  # (H_kv, k, k)
+    else:
+        Ra, Rb = factors
     Rbe = Rb[kv_index]  # (H, k, k)
     op = torch.linalg.matrix_norm(Ra @ Rbe.transpose(-1, -2), ord=2)  # (H,)  ‖M_h‖_op / s
     H, Hkv = A.shape[0], B.shape[0]
@@ -143,8 +164,49 @@ def grouped_cross_products(W_Q: torch.Tensor, W_K: torch.Tensor, kv_index: torch
         g = torch.arange(g0, min(g0 + step, H), device=A.device)
         Cg = C[kv_index[g]] if C is not None else cross(kv_index[g])
         prod = Ra[g][:, None] @ Cg @ Rbe[None].transpose(-1, -2)  # (block, H, k, k)
-        out[g] = torch.linalg.matrix_norm(prod, ord=2)
+        # ‖X‖_op² is the largest eigenvalue of XᵀX: a symmetric eigenvalue solve costs less than the SVD
+        # and the largest eigenvalue keeps a relative accuracy of ~k·eps (2e-15 against the SVD's in tests)
+        out[g] = torch.linalg.eigvalsh(prod.transpose(-1, -2) @ prod)[..., -1].clamp_min(0.0).sqrt()
     return out / (op[:, None] * op[None, :])
+
+
+def _tr(x: torch.Tensor) -> torch.Tensor:
+    return x.diagonal(dim1=-2, dim2=-1).sum(-1)
+
+
+def grouped_flow_defects(
+    W_Q: torch.Tensor,
+    W_K: torch.Tensor,
+    W_V: torch.Tensor,
+    W_O: torch.Tensor,
+    scale: torch.Tensor | float,
+    kv_index: torch.Tensor,
+) -> FlowDefects:
+    """:func:`attnlab.diagnose.flow.flow_defects` for grouped K/V: ``W_K``, ``W_V`` ``(H_kv, d, k)``
+    unexpanded, query head ``h`` using K/V head ``kv_index[h]``; the ``k × k`` products of the K/V heads
+    alone (``W_KᵀW_K``, ``W_KᵀW_V``, ``W_VᵀW_V``) are made once per K/V head. Same formulas, same values;
+    no finiteness check (``diagnose`` passes the weights of a validated layer).
+    """
+    A, B, Wv, Wo = (t.to(_DT) for t in (W_Q, W_K, W_V, W_O))
+    s = torch.as_tensor(scale, dtype=_DT, device=A.device)
+    At, Bt = A.transpose(-1, -2), B.transpose(-1, -2)
+    BtB, BtV = (Bt @ B)[kv_index], (Bt @ Wv)[kv_index]  # (H, k, k)
+    VtV = (Wv.transpose(-1, -2) @ Wv)[kv_index]
+    m2 = s**2 * _tr((At @ A) @ BtB)  # ‖M‖_F²
+    BtA = Bt[kv_index] @ A  # (H, k, k)
+    trMM = s**2 * _tr(BtA @ BtA)
+    asym2 = (2 * m2 - 2 * trMM).clamp_min(0.0)  # ‖M − Mᵀ‖_F²
+    vm = s * _tr(BtV @ (Wo @ A))  # ⟨V, M⟩_F
+    v2 = _tr(VtV @ (Wo @ Wo.transpose(-1, -2)))  # ‖V‖_F²
+    m_f, v_f = m2.sqrt(), v2.sqrt()
+    cos = (vm / (m_f * v_f)).clamp(-1.0, 1.0)
+    return FlowDefects(
+        sym_defect=asym2.sqrt() / (2 * m_f),
+        value_cos=cos,
+        value_defect=((1 - cos) / 2).clamp_min(0.0).sqrt(),
+        M_fro=m_f,
+        V_fro=v_f,
+    )
 
 
 def _pair_means_per_head(values: torch.Tensor, H: int) -> torch.Tensor:
@@ -184,7 +246,7 @@ def _geometry_rows(
             hr[f"overlap_{name}"] = math.nan
             hr[f"mean_angle_{name}_deg"] = math.nan
         return None
-    div, w_ov = geometry.diversity_with_weight(stack)
+    div, w_ov = geometry.diversity_with_weight(stack, fast=True)
     iu = torch.triu_indices(Hs, Hs, offset=1, device=stack.device)
     w_hdi = 1.0 - float(w_ov[iu[0], iu[1]].mean())
     if k <= d and d >= 2:
@@ -289,7 +351,7 @@ def diagnose(
         row, hrows = layer_rows[i], head_rows[i * H : (i + 1) * H]
         for name in ("q", "k", "v", "ov"):
             if name == "ov":  # (H, d, k) factors of V_h, from the query heads' (gathered) values
-                stack = ov_factors(raw["W_V"] if G == H else raw["W_V"][kv], raw["W_O"])
+                stack = ov_factors(raw["W_V"], raw["W_O"], None if G == H else kv)
             else:
                 stack = raw[{"q": "W_Q", "k": "W_K", "v": "W_V"}[name]].to(_DT)
             div = _geometry_rows(name, stack, H, r, row, hrows)
@@ -302,18 +364,22 @@ def diagnose(
                 angles_k.append(div.angles_deg.reshape(-1).cpu().numpy())
             del div
         WQ, WK, WV, WO = (raw.pop(n).to(_DT) for n in ("W_Q", "W_K", "W_V", "W_O"))
-        WKe, WVe = (WK, WV) if G == H else (WK[kv], WV[kv])  # (H, d, k) gathers for per-head quantities
         row["hdi_null"] = 1.0 - k / d if k <= d else math.nan  # the subspace null mean, whatever H
         row.setdefault("hdi_null_sd", math.nan)
         scale = torch.tensor(layer_scale, dtype=_DT, device=dev)
-        spec = qk_spectra(WQ[..., bil], WK[..., bil], scale, kv_index=kv)  # (H, ...)
+        # thin-QR R factors of the (bilinear part of the) Q and distinct K heads, shared by the spectra
+        # and the cross products; the layer's weights were checked finite when it was built
+        Ra = torch.linalg.qr(WQ[..., bil], mode="r")[1]  # (H, k', k')
+        Rb = torch.linalg.qr(WK[..., bil], mode="r")[1]  # (H_kv, k', k')
+        spec = spectrum_from_factors(Ra, Rb[kv], scale, d)  # (H, ...)
         if bil == slice(None):
-            fd = flow_defects(WQ, WKe, WVe, WO, scale)
+            fd = grouped_flow_defects(WQ, WK, WV, WO, scale, kv)
         else:  # flow defects need W_Q, W_K as wide as W_V: the other coordinates zeroed instead
             keep = torch.zeros(k, dtype=_DT, device=dev)
             keep[bil] = 1.0
-            fd = flow_defects(WQ * keep, WKe * keep, WVe, WO, scale)
-        cross = grouped_cross_products(WQ[..., bil], WK[..., bil], kv)  # (H, H)
+            fd = grouped_flow_defects(WQ * keep, WK * keep, WV, WO, scale, kv)
+        cross = grouped_cross_products(WQ[..., bil], WK[..., bil], kv, factors=(Ra, Rb))  # (H, H)
+        del Ra, Rb
         if H > 1:
             off = ~torch.eye(H, dtype=torch.bool, device=dev)
             c_off = cross.masked_fill(~off, float("nan"))
@@ -334,7 +400,9 @@ def diagnose(
             "mm_cross_max": cross_max,
         }
         if traces:
+            WKe, WVe = (WK, WV) if G == H else (WK[kv], WV[kv])  # (H, d, k) gathers for the token level
             per_head.update(_token_level(traces, i, WQ, WKe, WVe, WO, scale, heads.causal, dev))
+            del WKe, WVe
             row.update(_data_metric_k(traces, i, WK, data_null_samples))
         for name, val in per_head.items():
             val = val.to(device="cpu", dtype=_DT)  # (H,) one transfer, then Python floats
@@ -344,7 +412,7 @@ def diagnose(
         qk_sv.append(spec.sv.cpu().numpy())
         qk_edge.append(spec.bulk_edge.cpu().numpy())
         mm_cross.append(cross.cpu().numpy())
-        del WQ, WK, WV, WO, WKe, WVe
+        del WQ, WK, WV, WO
         if progress is not None:
             progress(i + 1, L)
     if G < 2:

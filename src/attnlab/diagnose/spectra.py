@@ -28,7 +28,14 @@ import torch
 
 from attnlab.core.validation import check_int, check_real, check_tensor
 
-__all__ = ["QKSpectrum", "bulk_edge_ratio", "energy_rank", "qk_spectra", "qk_triangular_factors"]
+__all__ = [
+    "QKSpectrum",
+    "bulk_edge_ratio",
+    "energy_rank",
+    "qk_spectra",
+    "qk_triangular_factors",
+    "spectrum_from_factors",
+]
 
 _DT = torch.float64
 
@@ -142,6 +149,16 @@ def qk_spectra(
     _, Rb = torch.linalg.qr(W_K.to(_DT))  # (..., k, k) or (H_kv, k, k)
     if kv_index is not None:
         Rb = Rb[kv_index]
+    return spectrum_from_factors(Ra, Rb, scale, int(d))
+
+
+def spectrum_from_factors(
+    Ra: torch.Tensor, Rb: torch.Tensor, scale: torch.Tensor | float, d: int
+) -> QKSpectrum:
+    """:func:`qk_spectra` from the thin-QR ``R`` factors ``(..., k, k)`` of ``W_Q`` and of the matching
+    ``W_K`` (already gathered per query head), float64; ``d`` the model dimension (for the bulk edge).
+    For callers that reuse the factors (``diagnose`` shares them with the cross products)."""
+    k = Ra.shape[-1]
     sv = torch.linalg.svdvals(Ra @ Rb.transpose(-1, -2))  # (..., k) descending
     sv = sv * torch.as_tensor(scale, dtype=_DT, device=sv.device)[..., None]  # broadcasts over leading dims
     c = bulk_edge_ratio(int(d), int(k))
