@@ -11,6 +11,7 @@ from attnlab.dynamics import Heads, init, radial_invariance
 from attnlab.dynamics import theory as T
 from attnlab.engine.power import resolving_power
 from attnlab.engine.protocol import Predict, Row
+from attnlab.report.figures.flow import FIGURES
 
 
 def test_late_constant_against_the_ode_solution():
@@ -90,3 +91,9 @@ def test_radial_invariance_counts_times_and_rule():
     assert INVARIANCE.decide([row(5, 5)]).status == "inconclusive"  # too few settled
     c = resolving_power(INVARIANCE, [row(3, 40), row(40, 40, control="one-head")]).controls["one-head"]
     assert c["as_designed"] and c["same_branch"]
+    # a real (small) point: its metrics agree with themselves and its figure draws
+    ov = {"batch": 8, "head_draws": 1, "t1": 4.0, "beta": [1.0]}
+    p = next(iter(INVARIANCE.points("quick", overrides=ov, controls=False)))
+    res = INVARIANCE.run(p)
+    assert res.metrics["stayed"] <= res.metrics["settled"] <= res.metrics["started"][0] <= 8
+    assert FIGURES[INVARIANCE.id]([Row(p.point_id, p.params, "ok", res.metrics, arrays=res.arrays)])

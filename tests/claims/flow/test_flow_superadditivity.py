@@ -9,6 +9,7 @@ from attnlab.dynamics import Heads, gamma_rate, init, velocity
 from attnlab.dynamics import theory as T
 from attnlab.engine.power import resolving_power
 from attnlab.engine.protocol import Row
+from attnlab.report.figures.flow import FIGURES
 
 
 def _row(bad, samples=64, control=""):
@@ -49,3 +50,4 @@ def test_quick_point_measures_near_the_closed_form():
     # jitter 0.01 and strengths up to 2λ_c: the particles' ratio stays near the closed form's (relative gap
     # measured at most 0.4% over 4 root seeds × 64 samples); 5% leaves room for other draws
     assert m["largest_ratio_gap"] < 0.05
+    assert FIGURES[CLAIM.id]([Row(p.point_id, p.params, "ok", m, arrays=r.arrays)])

@@ -4,14 +4,17 @@ Thm 25 integrates the equations linearised near γ = 0: a constant softmax force
 gives ``T ∝ n`` once ``n ≫ e^{βλ}``; the ReLU force ``(2βλ²/n)γ`` from ``γ0 = d^{−1/2}`` gives
 ``T ∝ n log d``. ``flow.relu-vs-softmax`` checks the forces themselves; this claim holds the stated time
 scaling in n against the full dynamics (``flow.relu-vs-softmax``'s ``times`` runs: one scalar head, uniform
-random starts, RK4, time for the mean pairwise inner product to reach ``γ* = 1/2``), on runs sized from
-the exact equiangular time (``t1 = max(30, 4·T_exact)``) so that every run reaches the target; a grid
-point where some run does not is reported and makes the verdict inconclusive.
+random starts, RK4, time for the mean pairwise inner product to reach ``γ* = 1/2``), on runs long enough
+for the target: ``t1`` = 10 for softmax (4× the longest measured time, 2.5 at n = 128) and 60 for ReLU (2×
+the longest, 28 at n = 64, d = 128; the equiangular ODE from ``γ0 = d^{−1/2}`` predicts only 3–6, so it
+cannot size them). A run that still does not reach the target (a metastable stall) is left out of the fits
+and counted; a setting where fewer than half the runs at some n reach it is undecided.
 
-The exponent of ``T`` in n is fitted per replicate (run j of every n: independent starts) over
-n = 16 … 128 and read through the 95% Student-t interval of its mean, per kind (softmax at d = 64; ReLU at
-each d). Verdict rule (branch "n-exponent"): the statement predicts exponent 1; holds when every kind's
-interval lies inside ``1 ± 10%``, fails when some kind's interval lies outside it, inconclusive otherwise.
+The exponent of ``T`` in n is fitted per replicate (run j of every n: independent starts; a replicate's
+unreached runs dropped, at least 3 n kept) over n = 16 … 128 (softmax, d = 64) and 16 … 64 (ReLU, d = 64 and
+128), and read through the 95% Student-t interval of its mean, per kind and d. Verdict rule (branch
+"n-exponent"): the statement predicts exponent 1; holds when every kind's interval lies inside ``1 ± 10%``,
+fails when some kind's interval lies outside it, inconclusive otherwise.
 Reported beside it: ReLU's ratio ``T(d = 128)/T(d = 64)`` against the ``log d`` reading
 (``ln 128/ln 64 = 1.17``) and against the exact large-n expression of docs/flow.md B6. There is no
 positive control: no setting of this system is known to cluster in a time proportional to n.
@@ -65,6 +68,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         miss = sum(t is None for b in by_run for t in b)
         if miss:
             nums["unreached"][key] = miss
+        few = any(2 * sum(t is not None for t in b) < len(b) for b in by_run)  # under half reached at some n
         reps = min(len(b) for b in by_run)
         slopes = []
         for j in range(reps):
@@ -78,7 +82,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
                 slopes.append(a)
         m, lo, hi = mean_ci(slopes) if len(slopes) >= 2 else (None, None, None)
         nums["exponents"][key] = {"mean": m, "interval": [lo, hi], "replicates": len(slopes)}
-        if miss or m is None:
+        if few or m is None:
             statuses.append("inconclusive")
         elif lo_b <= lo and hi <= hi_b:
             statuses.append("holds")
@@ -103,11 +107,13 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         return Verdict("fails", nums, TOLERANCE, note.strip(), branch="n-exponent", band=BAND)
     if all(s == "holds" for s in statuses):
         return Verdict("holds", nums, TOLERANCE, note.strip(), branch="n-exponent", band=BAND)
-    why = "some runs did not reach γ* within t1" if nums["unreached"] else "an interval straddles the band"
+    why = "under half the runs reached γ* within t1 at some n, or too few replicates fit"
+    if all(v["mean"] is not None for v in nums["exponents"].values()):
+        why = "an interval straddles the band"
     return Verdict("inconclusive", nums, TOLERANCE, note.strip(), regime=why, branch="n-exponent")
 
 
-_TIMES = {"part": "times", "batch": 6, "t1_factor": 4.0}
+_TIMES = {"part": "times", "batch": 6, "t1_factor": 1.0}  # t1 = t1_min (T_exact ≤ 6)
 _EXPLAIN = (
     "time to γ* = 1/2 against n on runs that reach it: exponent in n by setting {exponents} against the "
     "stated {exponent_predicted:g} (band {band}); median times {median_time_by_n} (the equiangular ODE from "
@@ -126,16 +132,18 @@ CLAIM = Claim(
     grids={
         "quick": Grid(
             {"n": [16, 32, 64, 128]},
-            fixed=_TIMES | {"kind": "softmax", "d": 64},
-            extra=[Grid({"n": [16, 32, 64, 128], "d": [64, 128]}, fixed=_TIMES | {"kind": "relu"})],
+            fixed=_TIMES | {"kind": "softmax", "d": 64, "t1_min": 10.0},
+            extra=[
+                Grid({"n": [16, 32, 64], "d": [64, 128]}, fixed=_TIMES | {"kind": "relu", "t1_min": 60.0})
+            ],
         ),
         "full": Grid(
             {"n": [16, 32, 64, 128, 256, 512]},
-            fixed=_TIMES | {"kind": "softmax", "d": 64, "batch": 16},
+            fixed=_TIMES | {"kind": "softmax", "d": 64, "batch": 16, "t1_min": 12.0},
             extra=[
                 Grid(
                     {"n": [16, 32, 64, 128, 256], "d": [64, 128, 256]},
-                    fixed=_TIMES | {"kind": "relu", "batch": 16},
+                    fixed=_TIMES | {"kind": "relu", "batch": 16, "t1_min": 120.0},
                 )
             ],
         ),
@@ -143,6 +151,6 @@ CLAIM = Claim(
     run=run,
     verdict=verdict,
     predictions={"exponent_n": "the exponent of the clustering time in n (1: T ∝ n)"},
-    regime="one scalar head, uniform random starts, runs that reach γ* = 1/2 within t1 = max(30, 4 T_exact)",
+    regime="one scalar head, uniform random starts, runs that reach γ* = 1/2 within t1 (10 softmax, 60 ReLU)",
     explain={"holds": _EXPLAIN, "fails": _EXPLAIN},
 )
