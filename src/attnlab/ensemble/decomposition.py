@@ -96,16 +96,33 @@ class Decomposition:
         """Mean over heads and queries of ``V_h(q)``."""
         return float(self.variance.mean())
 
-    @property
-    def mean_correlation(self) -> float:
-        """Mean over pairs ``h ≠ h'`` and queries of ``C_hh' / √(V_h V_h')`` (nan for one head)."""
+    def pair_correlation(self) -> torch.Tensor:
+        """Per query, the mean over ordered pairs ``h ≠ h'`` of ``C_hh' / √(V_h V_h')`` (m,); nan for one
+        head."""
         H = self.n_heads
         if H < 2:
-            return float("nan")
+            return torch.full_like(self.variance[0], float("nan"))
         sd = self.variance.clamp_min(0).sqrt()  # (H, m)
         corr = self.covariance / (sd.unsqueeze(1) * sd.unsqueeze(0)).clamp_min(1e-300)  # (H, H, m)
         off = ~torch.eye(H, dtype=torch.bool, device=corr.device)
-        return float(corr[off].mean())
+        return corr[off].mean(dim=0)  # (m,) every query has the same H(H−1) pairs
+
+    def equicorrelated_form(self) -> torch.Tensor:
+        """Per query, the closed form ``V(q)(ρ(q) + (1 − ρ(q))/H)`` of uniform weights (m,), at that query's
+        mean head variance ``V(q)`` and mean correlation ``ρ(q)`` over pairs ``h ≠ h'`` (Thm 3.1 is stated
+        at a fixed query); exact when the heads share one variance and one correlation there. Taken at the
+        query-averaged V and ρ instead, it differs from this one's mean by ``(1 − 1/H) Cov_q(V(q), ρ(q))``."""
+        H = self.n_heads
+        V = self.variance.mean(dim=0)  # (m,)
+        if H < 2:
+            return V
+        rho = self.pair_correlation()  # (m,)
+        return V * (rho + (1.0 - rho) / H)
+
+    @property
+    def mean_correlation(self) -> float:
+        """Mean over pairs ``h ≠ h'`` and queries of ``C_hh' / √(V_h V_h')`` (nan for one head)."""
+        return float(self.pair_correlation().mean())
 
 
 def decompose_predictions(preds: torch.Tensor, truth: torch.Tensor, alpha: torch.Tensor) -> Decomposition:

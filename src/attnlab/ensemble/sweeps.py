@@ -37,6 +37,7 @@ class OverlapSweep:
     var_part: np.ndarray  # (A,) integrated variance + covariance terms
     mean_var: np.ndarray  # (A,) mean head variance V over heads and queries
     mean_corr: np.ndarray  # (A,) mean correlation between distinct heads
+    closed_form: np.ndarray  # (A,) V(q)(ρ(q) + (1−ρ(q))/H) at each query's own V and ρ, integrated
     rep_err: np.ndarray  # (A, R) integrated squared error of each replication's ensemble
 
 
@@ -64,6 +65,7 @@ def controlled_overlap_sweep(
     seeds: tuple[int, int, int],
     device: str | torch.device = "cpu",
     align: bool = False,
+    at_origin: bool = False,
 ) -> OverlapSweep:
     """Integrated MSE decomposition of the uniform ensemble of ``controlled`` heads at each angle.
 
@@ -91,6 +93,11 @@ def controlled_overlap_sweep(
         ``bump`` targets read first: identical heads then see the target, orthogonal ones do not
         (a planted setting where diversity must hurt). Rotation-invariant targets (``radial``,
         ``zero``) have the same law of errors either way.
+    at_origin : bool
+        Decompose at the one query ``q = 0`` instead of ``queries`` draws. With a rotation-invariant
+        target and Gaussian inputs the heads are then exchangeable (an orthogonal map fixing ``U_0``
+        permutes the ``V_h``): one variance and one correlation for all, where ``V(ρ + (1−ρ)/H)`` is exact
+        up to Monte Carlo error.
 
     Returns
     -------
@@ -107,10 +114,12 @@ def controlled_overlap_sweep(
         raise ValueError(f"seeds: expected three seeds (queries, frames, samples), got {seeds!r}")
     q_seed, frame_seed, sample_seed = (int(s) for s in seeds)
     Q = task.sample_x(m, generator(q_seed)).to(device)  # (m, d) integration points
+    if at_origin:
+        Q = torch.zeros(1, task.d, dtype=Q.dtype, device=device)  # (1, d) the one query q = 0
     fQ = task.f(Q)  # (m,)
     alpha = torch.full((H,), 1.0 / H, dtype=torch.float64, device=device)
     out: dict[str, list] = {
-        k: [] for k in ("hdi", "mse", "bias2", "var_part", "mean_var", "mean_corr", "rep_err")
+        k: [] for k in ("hdi", "mse", "bias2", "var_part", "mean_var", "mean_corr", "closed_form", "rep_err")
     }
     refl = _reflection_to_axis(task.d, H, d_k, frame_seed) if align else None  # (d, d)
     for a in angles:  # a handful of angles; each is one vectorised Monte Carlo decomposition
@@ -127,6 +136,7 @@ def controlled_overlap_sweep(
         out["var_part"].append(it["variance"] + it["covariance"])
         out["mean_var"].append(dec.mean_variance)
         out["mean_corr"].append(dec.mean_correlation)
+        out["closed_form"].append(float(dec.equicorrelated_form().mean()))
         out["rep_err"].append(((preds.mean(dim=1) - fQ).square().mean(dim=1)).cpu().numpy())  # (R,)
     arr = {k: np.asarray(v) for k, v in out.items()}
     return OverlapSweep(angle_deg=np.asarray([float(a) for a in angles]), **arr)

@@ -17,7 +17,12 @@ every direction, where orthogonal heads can each see their own part of it; the c
 weights on the simplex, heads orthogonal to each other cannot all see those directions, and the bias
 floor this puts on the penalised ensemble makes the penalty cost test error (must fail). Each point
 also decomposes the test MSE of the plain and the penalised heads into bias² and variance (Monte Carlo
-over fresh training samples of the training part's size), and the quick grid sweeps λ.
+over fresh training samples of the training part's size), and the grid sweeps λ (quick 0.3 and 1, full
+0.3, 1 and 3; the training points are most of paper A's quick cost).
+
+What it needs to decide. With 8 seeds the penalty's gain at λ = 1 (about 0.017 in test MSE) is inside the
+seed-to-seed spread of the paired difference: about 11 seeds would exclude 0 at the present mean (19 at
+λ = 3), which the full profile's 16 seeds per group cover at λ = 1.
 """
 
 from __future__ import annotations
@@ -237,11 +242,11 @@ CLAIM = Claim(
     paper="A",
     statement="Thm 5.1: the ensemble MSE is minimised when (W_K^h)ᵀ W_K^h' ≈ 0 for h ≠ h': heads trained "
     "with an orthogonality penalty reach a higher HDI and a lower test MSE than heads trained without it.",
-    version=3,
+    version=4,
     params=Params,
     grids={
         "quick": Grid(
-            {"penalty": [0.3, 1.0, 3.0]}, fixed={"setting": list(_RADIAL), "objective": "loo"}, seeds=8
+            {"penalty": [0.3, 1.0]}, fixed={"setting": list(_RADIAL), "objective": "loo"}, seeds=8
         ),
         "full": Grid(
             {"penalty": [0.3, 1.0, 3.0], "objective": ["loo", "holdout"]},

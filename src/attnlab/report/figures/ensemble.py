@@ -86,7 +86,11 @@ def variance_needs_decorrelation(rows: Sequence[Row]) -> dict[str, Any]:
     for r in ok:
         lab = _setting_label(r.params["setting"]) + f", rep {r.params['rep']}"
         ax.plot(r.arrays["mean_corr"], r.arrays["ratio"], "o-", ms=3, label=lab)
-        bx.plot(r.arrays["angle_deg"], r.arrays["var_part"], "o-", ms=3)
+        line = bx.plot(r.arrays["angle_deg"], r.arrays["var_part"], "o-", ms=3)[0]
+        if "closed_form_by_angle" in r.metrics:  # V(q)(ρ(q) + (1−ρ(q))/H) per query, integrated
+            bx.plot(
+                r.arrays["angle_deg"], r.metrics["closed_form_by_angle"], ":", color=line.get_color(), lw=1
+            )
     rho = np.linspace(0, 1, 50)
     for H in sorted({int(r.params["setting"][1]) for r in ok}):
         ax.plot(rho, rho + (1 - rho) / H, "k--", lw=1, label=f"closed form ρ+(1−ρ)/H, H={H}")
@@ -96,7 +100,7 @@ def variance_needs_decorrelation(rows: Sequence[Row]) -> dict[str, Any]:
     ax.legend(fontsize=5)
     bx.set_xlabel("pairwise principal angle φ (degrees)")
     bx.set_ylabel("variance + covariance terms (squared target units)")
-    bx.set_title("Variance part vs head angle")
+    bx.set_title("Variance part vs head angle (dotted: the closed form per query)")
     return {"variance_vs_correlation": fig}
 
 
