@@ -3,6 +3,7 @@
 import pickle
 
 import numpy as np
+import pytest
 import torch
 
 from attnlab.claims.flow.approx_orthogonal import CLAIM
@@ -12,7 +13,7 @@ from attnlab.engine.protocol import Row
 
 
 def _row(space, c, n=16, rep=0, control="", broke=3, kept=200, flat_rate=0.0):
-    params = {"space": space, "n": n, "rep": rep, "stability": 10.0}
+    params = {"space": space, "n": n, "rep": rep}
     if control:
         params["control"] = control
     m = {
@@ -27,23 +28,37 @@ def _row(space, c, n=16, rep=0, control="", broke=3, kept=200, flat_rate=0.0):
 
 
 def test_rule_and_control_on_synthetic_rows():
-    test = [_row("sphere", 10.0), _row("sphere", 20.0, n=32), _row("flat", 5.0)]
-    assert CLAIM.decide(test).status == "holds"
+    test = [_row("sphere", 10.0 * (n / 16), n=n, rep=j) for j in (0, 1) for n in (16, 32, 64)]
+    test.append(_row("flat", 5.0))
+    v = CLAIM.decide(test)  # every point has a linear bound: the smallest c bounds them all
+    assert v.status == "holds" and v.branch == "linear bound" and v.numbers["c_min"] == 10.0
+    # the law in n is reported (c ∝ n here), not decided
+    assert v.numbers["exponent_n"] == pytest.approx(1.0, abs=1e-12)
     # a state with κ > 0 that falls at the smallest δ: c = 0, no linear bound
-    assert CLAIM.decide([_row("sphere", 0.0), *test[1:]]).status == "fails"
-    # c that drifts by more than the stability factor across draws and n
-    assert CLAIM.decide([_row("sphere", 1.0), *test[1:]]).status == "fails"
+    v = CLAIM.decide([_row("sphere", 0.0), *test[1:]])
+    assert v.status == "fails" and v.branch == "linear bound"
     # flat space must be exactly monotone at δ = 0
-    assert CLAIM.decide([*test[:2], _row("flat", 5.0, flat_rate=0.01)]).status == "fails"
+    assert CLAIM.decide([*test[:-1], _row("flat", 5.0, flat_rate=0.01)]).status == "fails"
     # nothing broke within the grid: c only bounded by the grid edge -> inconclusive
     v = CLAIM.decide([_row("sphere", 10.0, broke=0), _row("flat", 5.0)])
     assert v.status == "inconclusive" and v.regime
+    assert CLAIM.decide([_row("sphere", 10.0, kept=20), _row("flat", 5.0)]).status == "inconclusive"
     ctrl = [
         _row("sphere", 0.0, control="values-not-aligned"),
         _row("flat", 5.0, control="values-not-aligned"),
     ]
-    pw = resolving_power(CLAIM, test + ctrl)
-    assert pw.controls["values-not-aligned"]["as_designed"] and not pw.cannot_fail
+    c = resolving_power(CLAIM, test + ctrl).controls["values-not-aligned"]
+    assert c["got"] == "fails" and c["same_branch"]
+
+
+def test_replicated_tokens_give_the_same_margins_at_every_n():
+    # the usa field and E_h average over tokens: n/16 copies of 16 points have the margins of the 16 points
+    x16 = init.uniform(batch=8, n=4, d=8, generator=torch.Generator().manual_seed(3))
+    grid = [0.0, 1e-2, 0.1, 1.0]
+    a = critical_deltas(2, 8, x16, 1.0, "sphere", grid, 7)
+    b = critical_deltas(2, 8, x16.repeat_interleave(4, dim=1), 1.0, "sphere", grid, 7)
+    torch.testing.assert_close(a.kappa, b.kappa, rtol=1e-10, atol=1e-14)
+    assert torch.equal(a.delta_ok, b.delta_ok)
 
 
 def test_critical_deltas_against_central_differences():

@@ -8,13 +8,17 @@ at δ = 0 keeps every per-head energy non-decreasing up to ``δ_crit ≥ c·κ``
 (:func:`attnlab.dynamics.critical_deltas`); a state that never breaks contributes the lower bound
 ``δ_max/κ``. In flat space κ > 0 for every state (the rate is exactly monotone at δ = 0).
 
-Verdict rule (sphere points of the test setting): holds when every point has c > 0 and the largest
-c is within a factor ``stability`` (10) of the smallest across head draws and n; fails when some
-point has c = 0 (a state with κ > 0 breaks at the smallest δ, i.e. δ0 is not proportional to κ) or
-c varies by more than that factor; inconclusive when fewer than 50 sphere states have κ > 0 or no
-state breaks within the δ grid (c only bounded by the grid's edge). Flat space is reported (rate at
-δ = 0 and the largest δ without a fall). Negative control: values ``V_h ≠ M_h`` (size 0.3), outside
-the theorem's hypotheses, where a state with κ > 0 can fall at δ = 0.
+Verdict rule (branch "linear bound"; sphere points): inconclusive when fewer than 50 states have κ > 0 or
+none broke within the δ grid; fails when some point has c = 0 (a state with κ > 0 breaks at the smallest δ:
+no linear bound) or flat space falls at δ = 0; holds otherwise, with the one constant ``c_min`` (the
+smallest c over head draws and n) that bounds every state measured. Negative control through that branch:
+values ``V_h ≠ M_h`` (size 0.3), outside the theorem's hypotheses, where a state with κ > 0 falls at δ = 0.
+
+How c scales with n is reported, not decided: per replicate (the j-th head draw of every n) the exponent of
+``c ∝ n^a`` with its 95% Student-t interval, and how many points have a c set by a state that broke (the
+others are censored: no state broke up to δ = 1, and c is the grid's edge over the largest margin, so its
+growth with n measures how the largest margin shrinks, not δ_crit). A grid to δ = 100 was tried: 0–1 of
+about 125 states per point broke even there, so δ_crit is not a function of κ that a law could be fitted to.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Literal
 import numpy as np
 
 from attnlab.claims.flow._common import device_name, ok_rows
-from attnlab.core.stats import spearman
+from attnlab.core.stats import loglog_slope, mean_ci, spearman
 from attnlab.dynamics import critical_deltas, init
 from attnlab.engine.params import In
 from attnlab.engine.protocol import (
@@ -56,7 +60,6 @@ class Params:
     batch: int = 256  # uniform token states
     deltas: list[float] = field(default_factory=lambda: list(DELTAS))  # δ grid (0 first), ‖M_h‖_op = 1
     value_size: float = 0.0  # ‖V_h − M_h‖_op/‖M_h‖_op (0: the theorem's V_h = M_h)
-    stability: float = 10.0  # largest allowed ratio max c / min c across draws and n
 
     DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
         "heads": In("[1, inf)", cap=256),
@@ -66,7 +69,6 @@ class Params:
         "batch": In("[1, inf)", cap=100_000),
         "deltas": In("[0, inf)"),
         "value_size": In("[0, inf)"),
-        "stability": In("[1, inf)"),
     }
 
 
@@ -85,6 +87,7 @@ def run(point: Point) -> Result:
             "kept": int(keep.sum()),
             "broke": int((keep & broke).sum()),
             "c": float(ratio.min()) if ratio.size else None,
+            "c_from_broken": float((dok[both] / kappa[both]).min()) if both.any() else None,
             "c_q10": float(np.quantile(ratio, 0.1)) if ratio.size else None,
             "c_median": float(np.median(ratio)) if ratio.size else None,
             "spearman_log_dcrit_log_kappa": spearman(np.log(dok[both]), np.log(kappa[both]))
@@ -101,7 +104,7 @@ def run(point: Point) -> Result:
     )
 
 
-TOLERANCE = "every sphere point c > 0, max c / min c ≤ stability (10) across draws and n"
+TOLERANCE = "no sphere point with c = 0 (every state with κ > 0 safe up to some c·κ); flat monotone at δ = 0"
 
 
 def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
@@ -114,12 +117,28 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
     kept = sum(r.metrics["kept"] for r in sph)
     broke = sum(r.metrics["broke"] for r in sph)
     vals = [c for c in cs.values() if c is not None]
-    stab = float(sph[0].params.get("stability", 10.0))
+    reps: dict[int, list[tuple[int, float]]] = {}
+    for r in sph:
+        if r.metrics["c"]:
+            reps.setdefault(r.params.get("rep", 0), []).append((r.params["n"], r.metrics["c"]))
+    slopes = [loglog_slope([a for a, _ in v], [b for _, b in v]) for v in reps.values()]
+    slopes = [a for a in slopes if a is not None]
+    mean, lo, hi = mean_ci(slopes) if len(slopes) >= 2 else (None, None, None)
+    by_n: dict[int, list[float]] = {}
+    for r in sph:
+        if r.metrics["c"] is not None:
+            by_n.setdefault(r.params["n"], []).append(r.metrics["c"])
+    from_break = [
+        r for r in sph if (r.metrics.get("c_from_broken") or float("inf")) <= (r.metrics["c"] or 0.0)
+    ]
     nums = {
-        "c_by_point": cs,
         "c_min": min(vals) if vals else None,
-        "c_max": max(vals) if vals else None,
-        "c_spread": (max(vals) / min(vals)) if vals and min(vals) > 0 else None,
+        "c_by_point": cs,
+        "c_median_by_n": {str(n): float(np.median(v)) for n, v in sorted(by_n.items())},
+        "points_with_c_from_a_break": f"{len(from_break)} of {len(sph)}",
+        "exponent_n": mean,
+        "exponent_n_interval": [lo, hi],
+        "exponent_n_by_replicate": slopes,
         "states_kappa_positive": kept,
         "states_that_broke": broke,
         "spearman_log_dcrit_log_kappa": [r.metrics["spearman_log_dcrit_log_kappa"] for r in sph],
@@ -127,36 +146,41 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         "flat_largest_delta_without_fall": min(
             (r.metrics["largest_delta_without_fall"] for r in flat), default=None
         ),
-        "stability": stab,
     }
     if kept < 50:
         return Verdict.outside(f"only {kept} sphere states with κ > 0 (need 50)", nums, TOLERANCE)
     if any(c == 0.0 for c in vals) or (nums["flat_rate_at_zero"] or 0.0) > 0:
-        return Verdict("fails", nums, TOLERANCE, note.strip())
+        return Verdict("fails", nums, TOLERANCE, note.strip(), branch="linear bound")
     if broke == 0:
         return Verdict.outside(
             "no state broke within the δ grid: c is bounded by the grid's edge", nums, TOLERANCE
         )
-    status = "holds" if nums["c_spread"] <= stab else "fails"
-    return Verdict(status, nums, TOLERANCE, note.strip())
+    return Verdict("holds", nums, TOLERANCE, note.strip(), branch="linear bound")
 
 
-_FIXED = {"heads": 2, "d": 8, "beta": 1.0, "batch": 256}
+_FIXED = {"heads": 2, "d": 8, "beta": 1.0, "batch": 128}
 CLAIM = Claim(
     id="flow.approx-orthogonal",
     kind="theorem",
     grade="evidence",
     paper="B",
     statement="Per-head energy monotonicity survives approximate orthogonality ||M_h' M_h||_op <= δ for δ "
-    "small relative to the self-energy (Thm 39), read quantitatively: δ_crit ≥ c·κ with c > 0 stable.",
-    version=2,
+    "small relative to the self-energy (Thm 39), read quantitatively: δ_crit ≥ c·κ with one constant c > 0 "
+    "over head draws and token counts.",
+    version=3,
     params=Params,
     grids={
-        "quick": Grid({"space": ["sphere", "flat"], "n": [16, 32]}, fixed=_FIXED, seeds=2),
+        "quick": Grid(
+            {"n": [16, 32, 64]},
+            fixed=_FIXED | {"space": "sphere"},
+            seeds=2,
+            extra=[Grid(fixed=_FIXED | {"space": "flat", "n": 16})],
+        ),
         "full": Grid(
-            {"space": ["sphere", "flat"], "n": [16, 32, 64], "beta": [0.5, 1.0, 2.0]},
-            fixed={"heads": 2, "d": 16, "batch": 2048},
-            seeds=4,
+            {"n": [16, 32, 64, 128, 256], "beta": [0.5, 1.0, 2.0]},
+            fixed={"heads": 2, "d": 16, "batch": 1024, "space": "sphere"},
+            seeds=6,
+            extra=[Grid({"n": [16, 64]}, fixed={"heads": 2, "d": 16, "batch": 1024, "space": "flat"})],
         ),
     },
     run=run,
@@ -167,17 +191,20 @@ CLAIM = Claim(
             {"value_size": 0.3},
             "Thm 39 assumes V_h = M_h; with values perturbed by 30% a state with margin κ > 0 at δ = 0 "
             "can already fall at δ = 0, so no c > 0 exists",
-        )
+        ),
     },
     regime="heads λP_h on orthogonal blocks plus a rank-2 symmetric coupling of cross-norm δ; usa kind; "
     "states with margin κ > 0 at δ = 0",
     explain={
         "holds": "on the sphere every state with margin κ > 0 at δ = 0 keeps all per-head energies "
-        "non-decreasing up to δ ≥ c·κ: c from {c_min:.3g} to {c_max:.3g} across head draws and n "
-        "(spread {c_spread:.2f} ≤ {stability:g}); {states_that_broke} of {states_kappa_positive} "
-        "states broke within the grid. Flat space: rate {flat_rate_at_zero:.3f} at δ = 0, no fall up to δ = "
-        "{flat_largest_delta_without_fall:g}.",
-        "fails": "no single c > 0: c per point {c_by_point} (spread {c_spread}); flat rate at δ = 0 "
-        "{flat_rate_at_zero}.",
+        "non-decreasing up to δ ≥ c·κ with one constant c = {c_min:.3g} over head draws and n; "
+        "{states_that_broke} of {states_kappa_positive} states broke within δ ≤ 1 "
+        "({points_with_c_from_a_break} points have a c set by a state that broke; the others are the grid's "
+        "edge over the largest margin). "
+        "Median c by n {c_median_by_n}, c ∝ n^a with a = {exponent_n} (interval {exponent_n_interval}; "
+        "reported, not decided). Flat space: rate {flat_rate_at_zero} at δ = 0.",
+        "fails": "no linear bound: c per point {c_by_point} (a state with κ > 0 falls at the smallest δ), or "
+        "flat space falls at δ = 0 (rate {flat_rate_at_zero}); {states_that_broke} of "
+        "{states_kappa_positive} states broke.",
     },
 )
