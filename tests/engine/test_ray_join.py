@@ -62,3 +62,39 @@ def test_other_errors_and_a_good_join_pass_through():
     assert ray.calls == [{"address": "10.0.0.1:6379"}]
     with pytest.raises(MemoryError):
         _join_ray(_Ray(MemoryError("x")), None, {})
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [ConnectionError("Failed to connect to Ray cluster at 10.0.0.1:6379"), AuthenticationError("no token")],
+    ids=["address", "token"],
+)
+def test_a_refused_join_writes_nothing(tmp_path, testclaims, monkeypatch, exc):
+    """Ray is joined before the store is opened: a refusal leaves no store, lock or run row behind, and a
+    store that was there keeps its runs."""
+    from attnlab.engine import backends, run_claims
+
+    class _Refusing(_Ray):
+        def is_initialized(self):
+            return False
+
+    monkeypatch.setattr(backends, "_import_ray", lambda: _Refusing(exc))
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    c = testclaims.CLAIMS[0]
+    with pytest.raises(ValueError, match="^RAY_ADDRESS: expected"):
+        run_claims([c], out=tmp_path / "new", backend="ray", workers=1)
+    assert not (tmp_path / "new").exists() or not any((tmp_path / "new").iterdir())
+    run_claims([c], out=tmp_path / "old", backend="serial", workers=1)
+    import sqlite3
+
+    def runs() -> int:
+        con = sqlite3.connect(tmp_path / "old" / "attnlab.sqlite")
+        try:
+            return con.execute("SELECT count(*) FROM runs").fetchone()[0]
+        finally:
+            con.close()
+
+    before = runs()
+    with pytest.raises(ValueError, match="^RAY_ADDRESS: expected"):
+        run_claims([c], out=tmp_path / "old", backend="ray", workers=1, force=True)
+    assert runs() == before

@@ -9,6 +9,7 @@ numbers.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import platform
@@ -271,27 +272,53 @@ def _join_ray(ray: Any, address: str | None, kwargs: dict[str, Any]) -> None:
         raise
 
 
-def _run_ray(items: Sequence[WorkItem], workers: int) -> Iterator[StoredPoint]:
+def _import_ray() -> Any:
     try:
         import ray
     except ImportError as e:  # pragma: no cover - depends on the extra
         raise ValueError(
             "--backend: expected 'ray' to be installed (pip install 'attnlab[ray]'), got ray missing"
         ) from e
+    return ray
+
+
+@contextlib.contextmanager
+def ray_session(workers: int) -> Iterator[None]:
+    """Join the Ray cluster of ``RAY_ADDRESS`` (or start a local one of ``workers`` CPUs) for the length
+    of a run, and leave it at the end. The runner enters this before it opens the store, so a join that
+    is refused (bad address, missing or wrong token) ends the run with nothing written. Already joined
+    (by the caller): nothing is done."""
+    ray = _import_ray()
+    if ray.is_initialized():
+        yield
+        return
+    _init_ray(ray, workers)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def _init_ray(ray: Any, workers: int) -> None:
+    address = os.environ.get("RAY_ADDRESS")
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+    if address:
+        kwargs["address"] = address
+    else:
+        kwargs["num_cpus"] = workers
+    # the workers must import attnlab (and any extra claim modules) like the driver does
+    env = {k: os.environ[k] for k in ("ATTNLAB_EXTRA_CLAIMS", "PYTHONPATH") if k in os.environ}
+    paths = [p for p in sys.path if p and os.path.isdir(p)]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    kwargs["runtime_env"] = {"env_vars": env}
+    _join_ray(ray, address, kwargs)
+
+
+def _run_ray(items: Sequence[WorkItem], workers: int) -> Iterator[StoredPoint]:
+    ray = _import_ray()
     started_here = False
     if not ray.is_initialized():
-        address = os.environ.get("RAY_ADDRESS")
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        if address:
-            kwargs["address"] = address
-        else:
-            kwargs["num_cpus"] = workers
-        # the workers must import attnlab (and any extra claim modules) like the driver does
-        env = {k: os.environ[k] for k in ("ATTNLAB_EXTRA_CLAIMS", "PYTHONPATH") if k in os.environ}
-        paths = [p for p in sys.path if p and os.path.isdir(p)]
-        env["PYTHONPATH"] = os.pathsep.join(paths)
-        kwargs["runtime_env"] = {"env_vars": env}
-        _join_ray(ray, address, kwargs)
+        _init_ray(ray, workers)
         started_here = True
     # a task lost with its worker or node (not an error in the point: execute() catches those) is
     # retried elsewhere, so a dying node loses no finished point and the run completes

@@ -9,6 +9,7 @@ finished row and the next run computes only what is missing.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import subprocess
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab import __version__
-from attnlab.engine.backends import BACKENDS, WorkItem, run_items
+from attnlab.engine.backends import BACKENDS, WorkItem, ray_session, run_items
 from attnlab.engine.power import Power, resolving_power
 from attnlab.engine.protocol import Claim, Point, Verdict, variant_name
 from attnlab.engine.stability import (
@@ -186,7 +187,9 @@ def run_claims(
     prov = {"attnlab": __version__, "git": git_revision()}
     summary = RunSummary()
     Store.check_file(Path(out) / DB_NAME)  # a damaged or foreign file is refused before any lock is taken
-    with store_lock(out):
+    # Ray is joined before the store is opened: a refused join (address, token) leaves nothing written
+    session = ray_session(workers) if backend == "ray" else contextlib.nullcontext()
+    with session, store_lock(out):
         store = Store(Path(out) / DB_NAME)
         try:
             items: list[WorkItem] = []
