@@ -22,6 +22,7 @@ from attnlab.ensemble.budget import (
     continuous_optimum,
     fit_power_law,
     limit_mse,
+    pooled_optimum,
     radial_limit,
 )
 from attnlab.ensemble.data import RegressionTask
@@ -428,6 +429,19 @@ def test_budget_helpers():
     fit = fit_power_law(n, 2.0 * n**0.3)
     assert fit["p"] == pytest.approx(0.3, abs=1e-12) and fit["r2"] == pytest.approx(1.0, abs=1e-12)
     assert fit_power_law(n, 2.0 * n**0.3, exponent=0.3)["rss"] == pytest.approx(0.0, abs=1e-20)
+
+
+def test_pooled_optimum_is_the_vertex_of_the_seed_averaged_curve():
+    dk = np.array([1, 2, 4, 8, 16])
+    # seeds' parabolas in log d_k with vertices 2 and 4.5: their mean is a parabola whose vertex is the
+    # geometric mean 3 (the mean of (x − a)² and (x − b)² is centred at (a + b)/2)
+    curves = [(np.log(dk) - math.log(v)) ** 2 + 1 for v in (2.0, 4.5)]
+    star, edge = pooled_optimum(dk, curves)
+    assert star == pytest.approx(3.0, rel=1e-9) and not edge
+    # a pooled curve falling to the grid's end: the end itself, flagged as unresolved
+    assert pooled_optimum(dk, [-np.log(dk)]) == (16.0, True)
+    with pytest.raises(ValueError, match="MSEs by split"):
+        pooled_optimum(dk, [[1.0, 2.0]])
 
 
 def test_budget_sweep_shapes():
