@@ -243,11 +243,12 @@ def emergence(rows: Sequence[Row]) -> dict[str, Any]:
 
 
 def outliers_generalisation(rows: Sequence[Row]) -> dict[str, Any]:
-    """Test error against the number of learned outliers kept, per α: ERM (markers) and the theory's draws
-    (lines); the scrambled-direction control dashed."""
+    """Test error against the number of learned outliers kept, per α, for the first seed: ERM (markers) and
+    the theory's draws (lines); the scrambled-direction control dashed."""
     fig, ax = new_figure()
     ax = ax[0][0]
-    for i, r in enumerate(sorted((q for q in rows if q.ok), key=lambda q: (q.control, q.params["alpha"]))):
+    first = (q for q in rows if q.ok and q.params.get("rep", 0) == 0)
+    for i, r in enumerate(sorted(first, key=lambda q: (q.control, q.params["alpha"]))):
         e_sim, draws = np.asarray(r.arrays.get("e_sim", [])), np.asarray(r.arrays.get("e_theory_draws", []))
         if not e_sim.size:
             continue
