@@ -47,7 +47,9 @@ def test_each_part_is_a_prediction_that_flips_it_at_ten_percent():
     assert set(pw.flips) == set(PARTS)
     # tolerance 7.4% of each part: a 10% shift of any one prediction flips it, a 5% shift does not
     assert all(f == {"+": 0.1, "-": 0.1} for f in pw.flips.values())
-    assert pw.label == "±10%" and not pw.cannot_fail
+    assert pw.label.startswith("±10% (band") and not pw.cannot_fail
+    # the band is the widest tolerance as a fraction of its part: 7.4% for every part here
+    assert pw.band == pytest.approx(2 * 0.02 * (1 / 3 + 1 / 24) ** 0.5 + 0.05) and pw.branch == "part gap"
 
 
 def test_a_total_off_the_state_evolution_is_not_decided():

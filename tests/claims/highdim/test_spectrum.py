@@ -42,6 +42,9 @@ def test_holds_on_draws_from_the_predicted_law_and_reports_the_split():
     # the predicted cdf at the cut is the atom plus the uniform law's mass below it: 0.35 + 0.65·CUT/2
     assert abs(v.numbers["cdf_cut_theory"] - (0.35 + 0.65 * CUT / 2)) < 1e-12
     assert "seeds' own spread" in v.note
+    # every check decided; the band is the atom's tolerance as a fraction of its predicted cdf
+    assert v.branch == "atom+law+split" and v.band == v.numbers["atom_tol"] / v.numbers["cdf_cut_theory"]
+    assert CLAIM.decide(_rows(atom=0.3)).branch == "atom"
     assert FIGURES[CLAIM.id](_rows())["spectrum"].axes[0].get_xlabel()
 
 

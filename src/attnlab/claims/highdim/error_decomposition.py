@@ -144,7 +144,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
     if not good:
         return Verdict("inconclusive", {}, "-", note + "no rows")
     nums: dict = {}
-    worst, where, n_decided = 0.0, "", 0
+    worst, where, n_decided, band = 0.0, "", 0, 0.0
     for (a,), rs in sorted(groups(good, ("alpha",)).items()):
 
         def mean(key: str, rs: Sequence[Row] = rs) -> float:
@@ -165,6 +165,8 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
             nums[f"{part}_a{a}"], nums[f"pred_{part}_a{a}"], nums[f"tol_{part}_a{a}"] = got, pv, tol
             # the paper's coefficients (c1 for over, c2 for the mismatch part): a reading, not decided
             nums[f"c_{part}_a{a}"] = mean(f"e1_{part}") / got if got > 0 else None
+            if decided:
+                band = max(band, tol / abs(computed)) if computed else band
             if decided and abs(got - pv) / tol > worst:
                 worst, where = abs(got - pv) / tol, f"{part} at α = {a}"
         nums[f"seeds_a{a}"] = len(rs)
@@ -191,7 +193,10 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
             nums,
             TOLERANCE,
         )
-    return Verdict("holds" if worst <= 1 else "fails", nums, TOLERANCE, note)
+    # one branch: every part's gap against its tolerance; the band is the widest tolerance as a fraction of
+    # its predicted part
+    status = "holds" if worst <= 1 else "fails"
+    return Verdict(status, nums, TOLERANCE, note, branch="part gap", band=band)
 
 
 _READING = (

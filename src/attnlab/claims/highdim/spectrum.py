@@ -179,11 +179,16 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         ks_tol=ks_tol,
         pieces_test=sims[0].metrics.get("pieces"),
     )
-    ok = nums["atom_gap"] <= atom_tol and nums["ks_max"] <= ks_tol
+    checks = {"atom": nums["atom_gap"] <= atom_tol, "law": nums["ks_max"] <= ks_tol}
     if theory:
         nums.update(split_alpha=theory[-1].params["alpha"], pieces_split=theory[-1].metrics["pieces"])
-        ok = ok and nums["pieces_split"] >= 2 and nums["pieces_test"] == 1
-    return Verdict("holds" if ok else "fails", nums, TOLERANCE, note)
+        checks["split"] = nums["pieces_split"] >= 2 and nums["pieces_test"] == 1
+    ok = all(checks.values())
+    # the branch: every check when it holds, else the first that failed; the band is the atom's tolerance
+    # as a fraction of its prediction (the KS tolerance is a distance between laws, not a fraction)
+    branch = "+".join(checks) if ok else next(k for k, v in checks.items() if not v)
+    band = atom_tol / cdf_pred if cdf_pred > 0 else None
+    return Verdict("holds" if ok else "fails", nums, TOLERANCE, note, branch=branch, band=band)
 
 
 CLAIM = Claim(
