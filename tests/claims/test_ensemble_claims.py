@@ -152,7 +152,7 @@ def test_weighting_verdict_on_constructed_rates():
             rows.append(
                 _fake(
                     WEIGHTING,
-                    {"n": n, "rep": r, "kappas": [0.2, 0.05]},
+                    {"n": n, "rep": r, "heads": "bandwidths", "kappas": [0.2, 0.05]},
                     {
                         "mse_uniform": n**-0.3,
                         "mse_geometric": n**-0.5,
@@ -163,8 +163,13 @@ def test_weighting_verdict_on_constructed_rates():
                 )
             )
     v = WEIGHTING.verdict(rows)
-    assert v.status == "holds"
+    assert v.status == "holds" and v.branch == "slopes per seed"
     assert v.numbers["slope_mean"]["geometric"] == pytest.approx(-0.5, abs=1e-9)
+    assert v.numbers["head_rates_predicted"] == pytest.approx([0.8, 0.2])  # 4κ_h as set
+    assert v.numbers["head_rates_measured"] == pytest.approx([0.8, 0.2], abs=1e-9)
+    # heads graded by size: the prediction is the NW rate 4/(4 + m_h), reported against the measured one
+    sized = [Row(r.point_id, {**r.params, "heads": "sizes", "sizes": [1, 4]}, "ok", r.metrics) for r in rows]
+    assert WEIGHTING.verdict(sized).numbers["head_rates_predicted"] == pytest.approx([0.8, 0.5])
     assert v.numbers["window_slopes"]["uniform"] == pytest.approx([-0.3], abs=1e-9)
 
 
@@ -173,7 +178,7 @@ def _weight_rows(rates: dict[str, float], control: str = "") -> list[Row]:
     return [
         Row(
             f"{control}{r}{n}",
-            {"n": n, "rep": r, "kappas": [0.2, 0.05], "control": control},
+            {"n": n, "rep": r, "heads": "bandwidths", "kappas": [0.2, 0.05], "control": control},
             "ok",
             {**{f"mse_{s}": n**-q for s, q in rates.items()}, "mse_heads": [n**-0.8, n**-0.2]},
         )

@@ -15,7 +15,12 @@ from attnlab.ensemble.decomposition import (
     equicorrelated_check,
     equicorrelated_predictions,
 )
-from attnlab.ensemble.quality import quality_graded_projections, split_half_scheme_mse
+from attnlab.ensemble.quality import (
+    quality_graded_projections,
+    size_graded_projections,
+    size_rates,
+    split_half_scheme_mse,
+)
 from attnlab.ensemble.sweeps import controlled_overlap_sweep
 from attnlab.ensemble.weights import fibonacci_numbers
 
@@ -158,3 +163,25 @@ def test_sweep_at_the_origin_has_exchangeable_heads_where_the_closed_form_holds(
     # drawn queries instead: the heads are not exchangeable at a query, and the form is off by more
     drawn = controlled_overlap_sweep(task, 3, 2, 100, 1.5, [0.0, 45.0, 90.0], 150, 40, (1, 2, 3))
     assert abs(drawn.var_part[1] / drawn.closed_form[1] - 1) > abs(sw.var_part[1] / sw.closed_form[1] - 1)
+
+
+def test_size_graded_heads_smooth_their_first_coordinates_at_the_classical_bandwidth():
+    from attnlab.ensemble.heads import head_predictions
+
+    W = size_graded_projections([1, 3], d=4, n=800, n0=50, s0=4.0)  # (2, 4, 3)
+    s1, s3 = 4.0 * 16 ** (2 / 5), 4.0 * 16 ** (2 / 7)  # s_0 (n/n_0)^{2/(4+m)}
+    assert torch.allclose(W[0].T @ W[0], torch.diag(torch.tensor([s1, 0.0, 0.0], dtype=torch.float64)))
+    assert torch.allclose(W[1].T @ W[1], s3 * torch.eye(3, dtype=torch.float64))
+    assert size_rates([1, 2, 3, 4]) == pytest.approx([0.8, 4 / 6, 4 / 7, 0.5])
+    # independent computation: the NW estimate of each head written out in numpy on its own coordinates
+    rng = np.random.default_rng(0)
+    X, y, Q = rng.standard_normal((50, 4)), rng.standard_normal(50), rng.standard_normal((5, 4))
+    got = head_predictions(
+        torch.tensor(Q), torch.tensor(X), torch.tensor(y), W, scale=1.0, kernel="gaussian"
+    ).numpy()
+    for h, (m, s) in enumerate([(1, s1), (3, s3)]):
+        d2 = ((Q[:, None, :m] - X[None, :, :m]) ** 2).sum(-1)  # (5, 50)
+        w = np.exp(-s * (d2 - d2.min(axis=1, keepdims=True)) / 2)
+        assert got[h] == pytest.approx((w @ y) / w.sum(axis=1), rel=1e-10)
+    with pytest.raises(ValueError):
+        size_graded_projections([5], d=4, n=100, n0=50, s0=4.0)

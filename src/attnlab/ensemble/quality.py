@@ -1,5 +1,5 @@
-"""Heads of graded quality (docs/ensemble.md A6): consistency rates set by construction, and the weighting
-schemes compared on them.
+"""Heads of graded quality (docs/ensemble.md A6): consistency rates set by construction or by the heads'
+sizes, and the weighting schemes compared on them.
 
 Head ``h`` of :func:`quality_graded_projections` projects onto one input coordinate with inverse
 temperature ``s_0 (n/n_0)^{2κ_h}``, i.e. a kernel bandwidth ``∝ n^{−κ_h}``. For ``κ_h < 1/5`` the
@@ -21,7 +21,7 @@ import torch
 from attnlab.core.validation import check_int, check_real, check_tensor
 from attnlab.ensemble.weights import head_weights, optimal_weights
 
-__all__ = ["quality_graded_projections", "split_half_scheme_mse"]
+__all__ = ["quality_graded_projections", "size_graded_projections", "size_rates", "split_half_scheme_mse"]
 
 
 def quality_graded_projections(
@@ -58,6 +58,45 @@ def quality_graded_projections(
     coordinate = check_int("coordinate", coordinate, min=0, max=d - 1)
     W = torch.zeros(len(ks), d, 1, dtype=torch.float64)  # (H, d, 1)
     W[:, coordinate, 0] = torch.tensor([math.sqrt(s0 * (n / n0) ** (2 * k)) for k in ks], dtype=torch.float64)
+    return W
+
+
+def size_rates(sizes: Sequence[int]) -> list[float]:
+    """The NW rates ``4/(4 + m_h)`` of heads of sizes ``m_h`` with the classical bandwidth schedule."""
+    return [4.0 / (4.0 + check_int("sizes", m, min=1)) for m in sizes]
+
+
+def size_graded_projections(sizes: Sequence[int], d: int, n: int, n0: float, s0: float) -> torch.Tensor:
+    """Heads of sizes ``m_h`` (the first ``m_h`` coordinates) with bandwidths ``h ∝ n^{−1/(4+m_h)}``.
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        Head sizes ``1 <= m_h <= d``, one per head (sorted best first, smallest first, for the schemes).
+    d : int
+        Input dimension.
+    n : int
+        Training-sample size the bandwidths are set for.
+    n0, s0 : float
+        Reference size and the inverse temperature every head has at ``n = n0``.
+
+    Returns
+    -------
+    Tensor, shape (H, d, max m_h), float64
+        ``W_h = √(s_0 (n/n_0)^{2/(4+m_h)}) [e_1 … e_{m_h}]``, zero columns after the ``m_h``-th (they add
+        nothing to ``‖W_hᵀ(q − x)‖²``): with kernel scale 1 the head smooths the first ``m_h``
+        coordinates at inverse temperature ``s_0 (n/n_0)^{2/(4+m_h)}``.
+    """
+    if len(sizes) == 0:
+        raise ValueError("sizes: expected at least one head size, got none")
+    d = check_int("d", d, min=1)
+    ms = [check_int("sizes", m, min=1, max=d) for m in sizes]
+    n = check_int("n", n, min=1)
+    n0 = check_real("n0", n0, min=0.0, min_open=True)
+    s0 = check_real("s0", s0, min=0.0, min_open=True)
+    W = torch.zeros(len(ms), d, max(ms), dtype=torch.float64)  # (H, d, k)
+    for h, m in enumerate(ms):  # a handful of heads
+        W[h, torch.arange(m), torch.arange(m)] = math.sqrt(s0 * (n / n0) ** (2.0 / (4.0 + m)))
     return W
 
 
