@@ -1,13 +1,11 @@
 """Claims of paper A: multi-head attention as an ensemble of Nadaraya–Watson estimators (one per file).
 
-Profiles (test points, control points and the cells of open knobs). Quick: 819 points; CPU time measured
-on a sample of one point in eight per claim (one thread) while the machine ran at a load of 15–25 on its
-2 cores: 404 CPU-s, led by decorrelation-optimal (230), training-orthogonalises (56), many-small-heads
-(44), heads-linear-in-budget (24) and budget-law (19). Such a load inflates CPU time: an earlier
-whole-profile measurement under a lighter load put decorrelation-optimal at about 150 CPU-s (63% of 238),
-against 230 here, so the profile needs 265–404 CPU-s, 2.2–3.4 minutes on 2 idle cores. Full: larger
-Monte Carlo samples, n up to 3·10⁴ (budget-law, many-small-heads) and 10⁵ (weighting), d = 32, 400
-training steps, 12–24 seeds (docs/ensemble.md gives its measured cost); a GPU (``--device cuda``) or a
+Profiles (test points, control points and the cells of open knobs). Quick: 936 points; one serial run on a
+fresh store (one thread) took 309 CPU-s in all (figures and report included) while the machine's load was
+3.3–5.4 on its 2 cores, led by decorrelation-optimal (about 123) and training-orthogonalises (69), then
+heads-linear-in-budget (35) and many-small-heads (33): about 2.6 minutes on 2 idle cores with two workers.
+Full: larger Monte Carlo samples, n up to 3·10⁴ (budget-law, many-small-heads) and 10⁵ (weighting), d = 32,
+400 training steps, 12–32 seeds (docs/ensemble.md gives its measured cost); a GPU (``--device cuda``) or a
 cluster (``--backend ray``) is the place for it.
 """
 
