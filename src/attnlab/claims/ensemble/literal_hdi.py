@@ -100,7 +100,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         return Verdict("inconclusive", {"points": 0, "failed_points": failed}, TOLERANCE, "no point finished")
     err = {k: 0.0 for k in CASES}
     unit = {}  # the counterexample: identical unit-norm frames (c = 1) by d_k
-    lowest = math.inf
+    lowest, smallest = math.inf, math.inf  # smallest: the smallest predicted overlap c⁴/d_k
     for r in ok:
         m = r.metrics
         c, d_k = float(m["c"]), int(m["d_k"])
@@ -115,6 +115,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         if c == 1.0:
             unit[d_k] = m["hdi_identical"]
         lowest = min(lowest, m["hdi_identical"])
+        smallest = min(smallest, abs(pred("identical_overlap", c**4 / d_k)))
     worst = max(err.values())
     numbers = {
         "max_abs_err": worst,
@@ -125,9 +126,12 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         "failed_points": failed,
     }
     status = "holds" if worst < TOL else "fails"
+    band = TOL / smallest if smallest > 0 else None  # the tolerance as a fraction of the smallest prediction
     if failed and status == "holds":
-        return Verdict("inconclusive", numbers, TOLERANCE, f"{failed} point(s) failed", branch=BRANCH)
-    return Verdict(status, numbers, TOLERANCE, branch=BRANCH)
+        return Verdict(
+            "inconclusive", numbers, TOLERANCE, f"{failed} point(s) failed", branch=BRANCH, band=band
+        )
+    return Verdict(status, numbers, TOLERANCE, branch=BRANCH, band=band)
 
 
 _READING = (
@@ -145,7 +149,7 @@ CLAIM = Claim(
     statement="The HDI formula read literally (G_hh' = W_hᵀW_h'/d_k, HDI = 1 − mean ‖G_hh'‖_F²) gives 1 for "
     "orthogonal heads at any scale, but 0 for identical heads only when ‖W_hᵀW_h‖_F = d_k: identical frames "
     "c·U give 1 − c⁴/d_k.",
-    version=1,
+    version=2,
     params=Params,
     grids={
         "quick": Grid({"shape": [[4, 16, 2], [3, 12, 4], [8, 64, 8]], "c": [0.5, 1.0, 2.0]}),
