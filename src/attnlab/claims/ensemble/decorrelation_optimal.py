@@ -245,9 +245,7 @@ CLAIM = Claim(
     version=4,
     params=Params,
     grids={
-        "quick": Grid(
-            {"penalty": [0.3, 1.0]}, fixed={"setting": list(_RADIAL), "objective": "loo"}, seeds=8
-        ),
+        "quick": Grid({"penalty": [0.3, 1.0]}, fixed={"setting": list(_RADIAL), "objective": "loo"}, seeds=8),
         "full": Grid(
             {"penalty": [0.3, 1.0, 3.0], "objective": ["loo", "holdout"]},
             fixed={"setting": [8, 3, 2, "radial", 0.5, 600, 1.5], "steps": 400, "lr": 0.02, "test": 4000},
