@@ -126,3 +126,26 @@ def test_several_d_are_extrapolated_in_one_over_d():
     assert v.numbers["rel_gap_train_loss_a0.5_l0.01_d100"] == pytest.approx(0.3, rel=1e-3)
     # one d alone (the d = 100 rows): the 30% gap fails
     assert CLAIM.decide([r for r in rows if r.params["d"] == 100] + [th]).status == "fails"
+
+
+def test_doubled_lam_control_trains_the_erm_only_at_twice_the_lam(monkeypatch):
+    # the control's ERM runs at 2λ̃, its state evolution stays at λ̃; rows whose ERM misses the theory by
+    # 20% fail through the branch that decides the test
+    import attnlab.highdim as hd
+
+    seen = []
+
+    def spy(d, alpha, **kw):
+        seen.append(kw["lam"])
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(hd, "simulate", spy)
+    pts = [p for p in CLAIM.points("quick") if p.control == "doubled_lam"]
+    sim = next(p for p in pts if p.p.side == "simulation")
+    with pytest.raises(RuntimeError, match="stop"):
+        CLAIM.run(sim)
+    assert seen == [2 * sim.p.lam]
+    assert all(p.p.sim_lam_scale == 2.0 for p in pts)
+    ctrl = [Row(r.point_id, {**r.params, "control": "doubled_lam"}, r.status, r.metrics) for r in _rows(1.2)]
+    c = resolving_power(CLAIM, _rows(1.01) + ctrl).controls["doubled_lam"]
+    assert c["got"] == "fails" and c["as_designed"] and c["same_branch"]

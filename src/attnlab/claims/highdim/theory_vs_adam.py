@@ -15,10 +15,14 @@ standard error and the state evolution's quadrature standard error, from its fou
 added in quadrature); "holds" when the worst ratio is at most 1, "fails" otherwise (branch "seed-mean
 gap"; the band is the largest tolerance as a fraction of its prediction); "inconclusive" outside the
 regime (d < 100, fewer than three seeds, unconverged state evolution).
+
+Negative control ``doubled_lam``: the ERM side trains at 2λ̃ (``sim_lam_scale = 2``) while the state evolution
+stays at λ̃; it must fail through the same seed-mean gap.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -27,7 +31,17 @@ import numpy as np
 
 from attnlab.claims.highdim._common import PAPER, SETTING_DOMAINS, device_name, ok_rows, setting, train_config
 from attnlab.engine.params import In
-from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
+from attnlab.engine.protocol import (
+    NO_PERTURBATION,
+    Claim,
+    Control,
+    Grid,
+    Point,
+    Predict,
+    Result,
+    Row,
+    Verdict,
+)
 
 __all__ = ["CLAIM", "CLAIMS", "Params", "run", "verdict"]
 
@@ -53,6 +67,7 @@ class Params:
     max_steps: int = 2000  # optimiser step cap
     init_scale: float = 1.0  # the factor W starts N(0, init_scale²) (published: 1)
     rtol: float | None = None  # stopping tolerance (None: the optimiser's default, TrainConfig.rtol)
+    sim_lam_scale: float = 1.0  # the ERM side trains at this multiple of λ̃ (the control: 2)
 
     DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
         **SETTING_DOMAINS,
@@ -62,6 +77,7 @@ class Params:
         "kappa": In("(0, inf)"),
         "nodes": In("[2, inf)", cap=1_000_000),
         "init_scale": In("(0, inf)"),
+        "sim_lam_scale": In("(0, inf)", cap=1_000),
     }
 
 
@@ -71,6 +87,8 @@ def run(point: Point, p: Params | None = None) -> Result:
     from attnlab.highdim import simulate, state_evolution
 
     p = point.p if p is None else p
+    if p.side == "simulation" and p.sim_lam_scale != 1.0:  # the control's planted mismatch, ERM side only
+        p = dataclasses.replace(p, lam=p.lam * p.sim_lam_scale, sim_lam_scale=1.0)
     if p.side == "theory":
         fp = state_evolution(setting(p, beta=p.beta, beta0=p.beta0, kappa=p.kappa), p.alpha, nodes=p.nodes)
         return Result(
@@ -247,6 +265,14 @@ CLAIM = Claim(
     predictions={
         "se_test_error": "state-evolution test error at each (α, λ̃)",
         "se_train_loss": "state-evolution training loss per d² at each (α, λ̃)",
+    },
+    controls={
+        "doubled_lam": Control(
+            expect="fails",
+            set={"sim_lam_scale": 2.0},
+            why="the ERM trained at 2λ̃ against the state evolution at λ̃: the regularisation the theory is "
+            "solved at matters, and the seed-mean gap must see it",
+        )
     },
     regime="d >= 100 with at least three seeds per (α, λ̃), converged state evolution",
     explain={
