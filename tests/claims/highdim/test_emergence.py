@@ -59,7 +59,9 @@ def test_drops_after_the_exits_hold_and_early_drops_fail():
     assert v.status == "holds" and v.numbers["isolated"] == 3
     assert v.numbers["alpha_out_1"] == pytest.approx(0.03, rel=0.03)  # δ = s by log-log interpolation
     # the ERM's modes dropping at half their exit α: most of the fall comes before the exit
-    assert CLAIM.decide(_rows(sim_shift=0.5)).status == "fails"
+    v = CLAIM.decide(_rows(sim_shift=0.5))
+    assert v.status == "fails" and v.branch == "share"
+    assert CLAIM.decide(_rows()).branch == "share"
     assert FIGURES[CLAIM.id](_rows())["emergence"].axes[0].get_ylabel()
 
 
@@ -74,6 +76,8 @@ def test_scrambled_control_fails_and_power():
     pw = resolving_power(CLAIM, rows)
     assert pw.controls["scrambled"]["got"] == "fails" and pw.controls["scrambled"]["as_designed"]
     assert not pw.cannot_fail
+    # the control fails because no mode is learned at all, not through the share the test is decided on
+    assert pw.controls["scrambled"]["branch"] == "learned" and not pw.controls["scrambled"]["same_branch"]
 
 
 def test_share_after_and_exit_by_hand():

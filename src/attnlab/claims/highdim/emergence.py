@@ -170,7 +170,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
     e_th = e_draws.mean(axis=1)
     seeds = min(len(by[(a,)]) for a in al)
     nums: dict = {"alphas": al, "outliers_theory": th, "seeds": seeds}
-    shares_th, shares_sim, worst = [], [], 0.0
+    shares_th, shares_sim, worst, band, unlearned = [], [], 0.0, 0.0, 0
     deltas = [float(by[(a,)][0].metrics["delta"]) for a in al]
     s_modes = np.asarray(by[(al[0],)][0].arrays["s_modes"])
     for k in range(1, e_th.shape[1] + 1):
@@ -191,7 +191,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         shares_sim.append(round(sh_sim, 2))
         learned = fall_sim >= LEARNED * fall_th  # the ERM learns the direction over the grid at all
         miss = abs(sh_sim - sh_th) / tol if learned and math.isfinite(sh_sim) and tol > 0 else math.inf
-        worst = max(worst, miss)
+        worst, band, unlearned = max(worst, miss), max(band, tol / sh_th), unlearned + (not learned)
     nums.update(
         shares_theory=shares_th, shares_sim_isolated=shares_sim, isolated=len(shares_sim), worst=worst
     )
@@ -202,7 +202,10 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
             nums,
             TOLERANCE,
         )
-    return Verdict("holds" if worst <= 1 else "fails", nums, TOLERANCE, note)
+    # two branches: a mode the ERM does not learn at all ("learned"), else the share after the exit against
+    # the theory's ("share"); the band is the share's tolerance as a fraction of the theory's share
+    branch = "learned" if unlearned else "share"
+    return Verdict("holds" if worst <= 1 else "fails", nums, TOLERANCE, note, branch=branch, band=band)
 
 
 CLAIM = Claim(
