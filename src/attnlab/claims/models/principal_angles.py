@@ -17,6 +17,13 @@ null (``boot`` resamples). Controls (planted heads in MiniLM's shapes, one knob 
 mutually orthogonal blocks (every angle 90°: negative) and heads sharing a common direction block at
 78° (``K_h = cos θ A + sin θ B_h`` with ``cos² θ = cos 78°``: every angle 78°, positive).
 
+Which trained model is open too (knob ``model``): beside MiniLM, ``trained-text`` trains
+``trained_seeds`` small decoder-only transformers here (:mod:`attnlab.training`, Shakespeare characters,
+d_model 32, 4 heads of 8, 2 layers, ``train_steps`` AdamW steps, one seed each) and pools their head
+pairs: the interval then resamples head pairs of all the trained models. A trained model that did not
+learn (validation loss not below 0.9 × the unigram entropy) is left out and counted; none learned:
+inconclusive.
+
 Verdict rule (stated before the numbers; branch "band excess CI"): holds when the interval of Δ lies
 above 0 (the model's heads sit in the band more than random subspaces do), fails when it lies below 0,
 inconclusive when it contains 0.
@@ -27,7 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -54,9 +61,11 @@ PLANTED_DEGREES = 78.0
 
 @dataclass(frozen=True)
 class Params:
-    model: str = (
-        "minilm"  # a checkpoint folder, "minilm", or planted heads "planted-orthogonal" / "planted-78"
+    model: str = (  # a checkpoint folder, "minilm", heads trained here "trained-text", or planted
+        "minilm"  # heads "planted-orthogonal" / "planted-78"
     )
+    trained_seeds: int = 3  # trained-text: models trained (one seed each), head pairs pooled
+    train_steps: int = 300  # trained-text: optimiser steps per model
     pairing: Literal["key-key", "key-query"] = "key-key"  # which subspaces of two heads are compared
     band_lo: float = 70.0  # the stated band of principal angles (degrees)
     band_hi: float = 85.0
@@ -69,6 +78,8 @@ class Params:
         "band_hi": In("[0, 90]"),
         "null_pairs": In("[2, inf)", cap=1_000_000),
         "boot": In("[100, inf)", cap=1_000_000),
+        "trained_seeds": In("[1, 64]", why="each seed trains a model (about 6 s on one core)"),
+        "train_steps": In("[1, 100000]"),
     }
 
 
@@ -101,8 +112,40 @@ def _planted(kind: str, H: int, d: int, k: int, g: torch.Generator) -> torch.Ten
     return c * U[:1] + math.sqrt(1 - c * c) * U[1:]
 
 
-def _weights(p: Params, g: torch.Generator) -> tuple[str, int, int, list[tuple[torch.Tensor, torch.Tensor]]]:
-    """(name, d_model, d_head, [(W_K, W_Q) per layer]) of the model or of planted heads."""
+TRAINED_SHAPE = dict(n_layers=2, n_heads=4, d_model=32, seq_len=32)  # the quick shape of training-diversity
+LEARN_MARGIN = 0.1  # a trained model learned when its validation loss is below (1 − margin) × baseline
+
+
+def _trained(p: Params, seed: int) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], dict[str, Any]]:
+    """Layers ``(W_K, W_Q)`` of every trained model that learned, and the training's numbers."""
+    from attnlab.training import TrainConfig, make_task, train
+    from attnlab.training.model import head_weights
+
+    task, mcfg = make_task("text", **TRAINED_SHAPE)
+    cfg = TrainConfig(steps=p.train_steps, batch_size=32, records=2)
+    layers, losses, learned = [], [], 0
+    for j in range(p.trained_seeds):
+        res = train(task, mcfg, cfg, derive_seed(seed, "train", j))
+        losses.append(round(res.final_val_loss, 4))
+        if not res.final_val_loss < (1 - LEARN_MARGIN) * res.baseline:
+            continue
+        learned += 1
+        last = res.records[-1]
+        heads = head_weights((last.state, last.config), dtype=torch.float64)
+        layers += [(heads.layers[i].W_K, heads.layers[i].W_Q) for i in range(heads.n_layers)]
+    info = {"trained": p.trained_seeds, "learned": learned, "val_losses": losses,
+            "baseline": round(res.baseline, 4)}  # fmt: skip
+    return layers, info
+
+
+def _weights(
+    p: Params, g: torch.Generator, seed: int = 0
+) -> tuple[str, int, int, list[tuple[torch.Tensor, torch.Tensor]], dict[str, Any]]:
+    """(name, d_model, d_head, [(W_K, W_Q) per layer], training numbers) of the model or planted heads."""
+    if p.model == "trained-text":
+        layers, info = _trained(p, seed)
+        d, H = TRAINED_SHAPE["d_model"], TRAINED_SHAPE["n_heads"]
+        return "trained-text", d, d // H, layers, info
     if p.model.startswith("planted-"):
         d, k = 384, 32
         H = 12 if p.model == "planted-orthogonal" else 11
@@ -110,13 +153,13 @@ def _weights(p: Params, g: torch.Generator) -> tuple[str, int, int, list[tuple[t
         for _ in range(2):
             W = _planted(p.model, H, d, k, g)
             layers.append((W, W))  # queries on the keys' subspaces
-        return p.model, d, k, layers
+        return p.model, d, k, layers, {}
     from attnlab import models
 
     heads = models.load(p.model, dtype=torch.float64 if p.dtype == "float64" else torch.float32)
     layers = [(heads.layers[i].W_K.to(torch.float64), heads.layers[i].W_Q.to(torch.float64))
               for i in range(heads.n_layers)]  # fmt: skip
-    return getattr(heads, "name", p.model), heads.d_model, heads.d_head, layers
+    return getattr(heads, "name", p.model), heads.d_model, heads.d_head, layers, {}
 
 
 def _m_ratio(K: torch.Tensor, Q: torch.Tensor) -> np.ndarray:
@@ -140,7 +183,9 @@ def run(point: Point) -> Result:
 
     p: Params = point.p
     g = point.generator()
-    name, d, k, layers = _weights(p, g)
+    name, d, k, layers, info = _weights(p, g, point.seed)
+    if not layers:
+        return Result(metrics={"model": name, "pairing": p.pairing, "band_fraction": None, **info})
     per_pair, ratios, kk, qq = [], [], [], []
     for K, Q in layers:
         kk.append(_pair_angles(K, K, True))  # (P, k) per layer
@@ -182,6 +227,7 @@ def run(point: Point) -> Result:
             "m_ratio": float(np.concatenate(ratios).mean()),
             "m_ratio_null": float(null_ratio.mean()),
             "device": "cpu",
+            **info,
         },
         arrays={
             "angles": ang.ravel(),  # the pairing's angles
@@ -198,6 +244,13 @@ TOLERANCE = "95% bootstrap interval of Δ = band fraction (model) − band fract
 def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
     ok = [r for r in rows if r.ok and r.metrics.get("band_fraction") is not None]
     if not ok:
+        untrained = [r.metrics for r in rows if r.ok and "learned" in r.metrics]
+        if untrained:
+            return Verdict.outside(
+                "no trained model learned (validation loss not below 0.9 × the unigram entropy)",
+                {"val_losses": untrained[0]["val_losses"], "baseline": untrained[0]["baseline"]},
+                TOLERANCE,
+            )
         return Verdict("inconclusive", {}, TOLERANCE, "no row computed.")
     m = ok[0].metrics
     f0 = m["band_fraction_null"]
@@ -213,6 +266,8 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         median_by_layer=[round(v, 2) for v in m["median_by_layer"]],
         band=[ok[0].params.get("band_lo", 70.0), ok[0].params.get("band_hi", 85.0)],
     )
+    if "learned" in m:  # models trained here: how many learned, and their final validation losses
+        nums.update({k: m[k] for k in ("trained", "learned", "val_losses", "baseline")})
     if lo > 0:
         return Verdict("holds", nums, TOLERANCE, "", branch="band excess CI")
     if hi < 0:
@@ -234,8 +289,9 @@ CLAIM = Claim(
     grade="evidence",
     paper="B",
     statement="Paper B's premise for Thm 39, read against its null: trained heads' subspaces sit at 70–85° "
-    "more often than random subspaces of the same shapes do (measured on the bundled all-MiniLM-L6-v2).",
-    version=2,
+    "more often than random subspaces of the same shapes do (measured on the bundled all-MiniLM-L6-v2 and "
+    "on small transformers trained here).",
+    version=3,
     params=Params,
     grids={
         "quick": Grid(fixed={"model": "minilm"}),
@@ -257,12 +313,17 @@ CLAIM = Claim(
         ),
     },
     knobs={
+        "model": Knob(
+            ["minilm", "trained-text"],
+            "the summary says 'trained transformers' without naming one: the bundled MiniLM, and small "
+            "transformers trained here from seeded random starts (head pairs of 3 models pooled)",
+        ),
         "pairing": Knob(
             ["key-key", "key-query"],
             "the summary names no pairing: key subspaces of two heads, or key(h') against query(h), "
             "the pairing of M_h' M_h",
-        )
+        ),
     },
-    regime="key and query subspaces of a trained encoder, pairs of heads within a layer",
+    regime="key and query subspaces of trained transformers (models that learned), head pairs within a layer",
     explain={"holds": _EXPLAIN, "fails": _EXPLAIN, "inconclusive": _EXPLAIN},
 )
