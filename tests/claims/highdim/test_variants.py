@@ -66,6 +66,13 @@ def test_controls_as_designed():
     # seq2seq: the seq2lab control agrees with the theory and holds
     rows = _rows(params={"task": "seq2seq"}) + _rows(1.0, "seq2lab", {"task": "seq2lab"})
     assert resolving_power(seq2seq.CLAIM, rows).controls["seq2lab"]["got"] == "holds"
+    # seq2seq and tokens carry theory-vs-adam's doubled-λ̃ control: 30% off, it fails through the same branch
+    for mod, prm in ((seq2seq, {"task": "seq2seq"}), (tokens, {"tokens": 3})):
+        rows = _rows(params=prm) + _rows(1.3, "doubled_lam", prm | {"sim_lam_scale": 2.0})
+        c = resolving_power(mod.CLAIM, rows).controls["doubled_lam"]
+        assert c["got"] == "fails" and c["as_designed"] and c["same_branch"]
+        ctrl = [p for p in mod.CLAIM.points("quick") if p.control == "doubled_lam"]
+        assert ctrl and all(p.p.sim_lam_scale == 2.0 for p in ctrl)
 
 
 @pytest.mark.parametrize("mod", [seq2seq, tokens, width])

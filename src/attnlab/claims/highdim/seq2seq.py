@@ -57,7 +57,9 @@ CLAIM = Claim(
     controls={
         "seq2lab": Control(
             expect="holds", set={"task": "seq2lab"}, why="the task the state evolution was derived for"
-        )
+        ),
+        # theory-vs-adam's negative control, on this task: the same branch must see a planted mismatch
+        "doubled_lam": tva.CLAIM.controls["doubled_lam"],
     },
     regime=tva.CLAIM.regime,
     explain=tva.CLAIM.explain,

@@ -56,6 +56,8 @@ CLAIM = Claim(
     run=run,
     verdict=tva.verdict,
     predictions=tva.CLAIM.predictions,
+    # theory-vs-adam's negative control at T = 3 and 5: the same branch must see a planted mismatch
+    controls={"doubled_lam": tva.CLAIM.controls["doubled_lam"]},
     regime=tva.CLAIM.regime,
     explain=tva.CLAIM.explain,
 )
