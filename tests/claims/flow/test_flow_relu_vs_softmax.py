@@ -94,3 +94,24 @@ def test_cluster_times_rule():
     # band ±10% around a zero-width interval at 1: the prediction ×1.25 or ×0.9 leaves it outside
     assert resolving_power(TIMES, lin).flips["exponent_n"] == {"+": 0.25, "-": 0.1}
     assert FIGURES[TIMES.id](lin)
+
+
+def test_cluster_times_linearised_control():
+    """The control runs Thm 25's linearised equations from the same starts: ReLU ``T = n ln(γ*√d)/(2βλ²)``
+    exactly (16 ln 4 / 2 = 11.09 at n = 16, d = 64, β = λ = 1), softmax
+    ``T = (γ* − γ0)/φ`` with ``φ = 2λ/(e^{βλ} + n − 1)``; both hold through the test's branch."""
+    from attnlab.claims.flow.cluster_times import CLAIM as TIMES
+
+    assert TIMES.controls["linearised"].expect == "holds"
+    pts = TIMES.points("quick", overrides={"system": "linearised"})
+    rows = [Row(p.point_id, p.params, "ok", TIMES.run(p).metrics) for p in pts]
+    relu = next(r for r in rows if r.params["kind"] == "relu" and r.params["n"] == 16 and r.params["d"] == 64)
+    assert relu.metrics["time_half"] == pytest.approx(16 * math.log(0.5 * 8) / 2, rel=1e-12)
+    soft = next(r for r in rows if r.params["kind"] == "softmax" and r.params["n"] == 16)
+    # γ0 is the mean of 120 inner products of random unit vectors in R^64 (sd about 0.011): within 0.05 of 0
+    assert soft.metrics["time_half"] == pytest.approx(0.5 * (math.e + 15) / 2, abs=0.05 * (math.e + 15) / 2)
+    v = TIMES.decide(rows)
+    assert v.status == "holds" and v.branch == "n-exponent"
+    # softmax: log-log slope of e + n − 1 over n = 16 … 128 (0.958), not exactly 1
+    slope = math.log((math.e + 127) / (math.e + 15)) / math.log(8)
+    assert v.numbers["exponents"]["softmax,d=64"]["mean"] == pytest.approx(slope, abs=0.01)
