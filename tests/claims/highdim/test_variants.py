@@ -45,7 +45,7 @@ def test_settings_reach_both_sides():
         # the seeds per d of the ERM side (temperature: three sizes, more seeds where a seed is cheap)
         sims = [p.p.d for p in pts if p.p.side == "simulation"]
         assert {d: sims.count(d) for d in set(sims)} == sizes
-    pts = tokens.CLAIM.points("quick")
+    pts = [p for p in tokens.CLAIM.points("quick") if not p.control]
     # ᾱ = α (T² + T − 2)/2 = 0.6 at T = 3 and 5, both sides, three seeds of Adam per T
     for t in (3, 5):
         sel = [p.p for p in pts if p.p.tokens == t]
