@@ -19,3 +19,18 @@ def test_dry_run_prices_full_points_only_from_full_runtimes(cli):
     out = cli("reproduce", "--only", "test.value", "--out", "r", "--dry-run", "--json").stdout
     d = json.loads(out)
     assert d["unknown"] == [] and d["to_compute"] == 0 and d["estimate_cpu_s"] == 0
+
+
+def test_a_claim_never_run_here_is_priced_at_the_reference_cost(cli):
+    """No store at all: a claim of the reference table is priced from it (and says so), not unknown."""
+    from attnlab.engine.reference_costs import REFERENCE
+
+    cid = "flow.beta-star-onset"
+    d = json.loads(
+        cli("reproduce", "--only", cid, "--out", "r", "--dry-run", "--json", "--profile", "full").stdout
+    )
+    (row,) = d["claims"]
+    assert row["cost_source"] == "reference" and row["mean_runtime_s"] == REFERENCE["full"][cid]
+    assert d["unknown"] == [] and d["estimate_cpu_s"] == round(REFERENCE["full"][cid] * row["to_compute"], 1)
+    out = cli("reproduce", "--only", cid, "--out", "r", "--dry-run", "--profile", "full").stdout
+    assert "(ref)" in out and "reference machine" in out

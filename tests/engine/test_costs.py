@@ -40,3 +40,27 @@ def test_a_log_line_shows_the_cost_based_eta():
         assert t.line().endswith(", ETA unknown (3 points)")
     finally:
         t.close()
+
+
+def test_claim_costs_take_the_store_first_then_the_reference(monkeypatch):
+    from attnlab.engine import reference_costs
+    from attnlab.engine.costs import claim_costs
+
+    monkeypatch.setattr(reference_costs, "REFERENCE", {"full": {"a": 2.0, "b": 3.0}})
+    costs, by_ref = claim_costs({"a": 5.0, "c": 1.0}, "full")
+    assert costs == {"a": 5.0, "b": 3.0, "c": 1.0} and by_ref == {"b"}
+    assert claim_costs({}, "quick") == ({}, frozenset())
+
+
+def test_the_reference_table_names_registered_claims_with_positive_costs():
+    """A renamed or removed claim would otherwise be priced under a stale name."""
+    import math
+
+    from attnlab.claims import all_claims
+    from attnlab.engine.reference_costs import REFERENCE
+
+    ids = {c.id for c in all_claims()}
+    assert set(REFERENCE) == {"quick", "full"}
+    for profile, table in REFERENCE.items():
+        assert set(table) <= ids, (profile, sorted(set(table) - ids))
+        assert all(math.isfinite(v) and v > 0 for v in table.values()), profile

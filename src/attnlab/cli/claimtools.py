@@ -41,7 +41,10 @@ def dry_run(claims, profile, seed, sets, out: Path, workers, device, json_out: b
     db = out / DB_NAME
     store = Store(db, readonly=True) if db.exists() else None
     rows, total_s, unknown = [], 0.0, []
-    costs = store.mean_runtimes(profile) if store else {}  # this profile's costs only (engine.costs)
+    from attnlab.engine.costs import claim_costs
+
+    # this profile's stored costs, else the reference machine's measured ones (engine.costs)
+    costs, by_reference = claim_costs(store.mean_runtimes(profile) if store else {}, profile)
     try:
         for c in claims:
             names = param_names(c, profile)
@@ -55,8 +58,9 @@ def dry_run(claims, profile, seed, sets, out: Path, workers, device, json_out: b
             if est is None and todo:
                 unknown.append(c.id)
             total_s += est or 0.0
+            source = None if mean is None else ("reference" if c.id in by_reference else "store")
             rows.append({"id": c.id, "points": len(pts), "stored": len(done), "to_compute": todo,
-                         "mean_runtime_s": mean, "estimate_cpu_s": est})  # fmt: skip
+                         "mean_runtime_s": mean, "cost_source": source, "estimate_cpu_s": est})  # fmt: skip
     finally:
         if store:
             store.close()
@@ -72,8 +76,9 @@ def dry_run(claims, profile, seed, sets, out: Path, workers, device, json_out: b
         "workers": n_workers,
         "unknown": unknown,
         "note": f"estimates are mean stored runtimes per point of each claim at the {profile} profile times "
-        "the points left; claims with no runtime stored at that profile are listed as unknown, and the "
-        "totals are then null (estimate_cpu_s_known sums the others)",
+        "the points left; a claim with none stored at that profile is priced at the reference machine's "
+        "measured cost (cost_source 'reference', engine/reference_costs.py), else listed as unknown and "
+        "the totals are then null (estimate_cpu_s_known sums the others)",
     }
     if json_out:
         emit_json(result)
@@ -86,8 +91,9 @@ def dry_run(claims, profile, seed, sets, out: Path, workers, device, json_out: b
         t.add_column(col, justify="right" if col != "claim" else "left")
     for r in rows:
         m, e = r["mean_runtime_s"], r["estimate_cpu_s"]
+        ref = " (ref)" if r["cost_source"] == "reference" else ""
         t.add_row(r["id"], str(r["points"]), str(r["stored"]), str(r["to_compute"]),
-                  "?" if m is None else f"{m:.2f}", "?" if e is None else f"{e:.0f}")  # fmt: skip
+                  "?" if m is None else f"{m:.2f}{ref}", "?" if e is None else f"{e:.0f}")  # fmt: skip
     out_console.print(t)
     from attnlab.engine.costs import Estimate
 
@@ -97,6 +103,11 @@ def dry_run(claims, profile, seed, sets, out: Path, workers, device, json_out: b
         f"{total_s:.0f} CPU s" if not unknown else (f"at least {total_s:.0f} CPU s" if total_s else "unknown")
     )
     out_console.print(f"estimate: {cpu}; wall time {est.text(n_workers)} on {n_workers} worker(s)")
+    if any(r["cost_source"] == "reference" and r["to_compute"] for r in rows):
+        out_console.print(
+            "(ref): no runtime of this claim stored at this profile; priced at the reference machine's "
+            "measured cost per point (engine/reference_costs.py)"
+        )
 
 
 def check_dest(to: Path | None, out: Path) -> Path:

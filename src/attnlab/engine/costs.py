@@ -7,6 +7,10 @@ with no runtime stored at that profile are *unknown* (shown as such, never as 0)
 :class:`Eta` learns each claim's cost from the points just finished, and turns CPU time into wall time
 with the parallelism it observes (CPU seconds finished per wall second), so the estimate improves as
 the run proceeds.
+
+A claim with no runtime stored at the profile is priced at the reference machine's measured cost of its
+points (:mod:`attnlab.engine.reference_costs`, from a sample of each claim's points) where it has one:
+such claims are named as priced by the reference, and a stored runtime always takes precedence.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Estimate", "Eta", "estimate", "format_duration"]
+__all__ = ["Estimate", "Eta", "claim_costs", "estimate", "format_duration"]
 
 
 def format_duration(s: float) -> str:
@@ -48,6 +52,15 @@ class Estimate:
         if self.cpu_s <= 0:
             return f"unknown ({untimed})"
         return f"at least {format_duration(self.cpu_s / workers)} (+ {untimed})"
+
+
+def claim_costs(stored: Mapping[str, float], profile: str) -> tuple[dict[str, float], frozenset[str]]:
+    """CPU s per point of each claim at ``profile``: the store's mean where it has one, else the
+    reference machine's (``engine.reference_costs``); and the claims priced by the reference."""
+    from attnlab.engine.reference_costs import REFERENCE
+
+    ref = {c: v for c, v in REFERENCE.get(profile, {}).items() if c not in stored}
+    return {**ref, **stored}, frozenset(ref)
 
 
 def estimate(todo: Mapping[str, int], cost: Mapping[str, float | None]) -> Estimate:

@@ -21,6 +21,7 @@ from typing import Any
 
 from attnlab import __version__
 from attnlab.engine.backends import BACKENDS, WorkItem, ray_session, run_items
+from attnlab.engine.costs import claim_costs
 from attnlab.engine.power import Power, resolving_power
 from attnlab.engine.protocol import Claim, Point, Verdict, variant_name
 from attnlab.engine.stability import (
@@ -224,7 +225,7 @@ def run_claims(
                         "total": summary.total,
                         "todo": len(items),
                         "by_claim": by_claim,
-                        "cost": store.mean_runtimes(profile),
+                        "cost": claim_costs(store.mean_runtimes(profile), profile)[0],
                         "workers": workers if backend != "serial" else 1,
                     },
                 )
