@@ -132,7 +132,7 @@ def _pairwise_angles_fast(U: torch.Tensor, ranks: torch.Tensor, gram: torch.Tens
     m = torch.minimum(ranks[i], ranks[j])  # (P,)
     if i.numel() == 0:
         return torch.empty(0, k, dtype=_DT, device=U.device)
-    M = gram[a, :, b, :]  # (P, k, k)  U_Aᵀ U_B
+    M = gram[a, :, b, :].to(_DT)  # (P, k, k)  U_Aᵀ U_B
     cos = torch.linalg.eigvalsh(M.transpose(-1, -2) @ M).flip(-1).clamp(0.0, 1.0).sqrt()  # (P, k) descending
     valid = torch.arange(k, device=U.device).unsqueeze(0) < m.unsqueeze(1)
     theta = torch.where(valid, torch.arccos(cos), torch.full_like(cos, math.nan))
@@ -144,12 +144,10 @@ def _pairwise_angles_fast(U: torch.Tensor, ranks: torch.Tensor, gram: torch.Tens
 
 def _block_gram(U: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
     """``(H, k, H, k)``: block ``(h, h')`` is ``U_hᵀ U_h'``; the upper block triangle is computed and
-    mirrored (half the products of one ``(H·k) × (H·k)`` Gram matrix). ``dtype``: the products' dtype
-    (default U's); the result is U's dtype."""
+    mirrored (half the products of one ``(H·k) × (H·k)`` Gram matrix). ``dtype``: the products' and the
+    result's dtype (default U's)."""
     H, d, k = U.shape
     flat = U.permute(1, 0, 2).to(dtype or U.dtype).reshape(d, H * k)  # (d, H·k) all bases side by side
-    if flat.dtype != U.dtype:
-        return _block_gram_flat(flat, H, k).to(U.dtype)
     return _block_gram_flat(flat, H, k)
 
 
@@ -174,7 +172,7 @@ def _subspace_overlap(
 ) -> torch.Tensor:
     if gram_sq is None:
         gram_sq = (_block_gram(U) if gram is None else gram).square()
-    sq = gram_sq.sum(dim=(1, 3))  # (H, H)  ‖U_hᵀ U_h'‖_F²
+    sq = gram_sq.sum(dim=(1, 3), dtype=_DT)  # (H, H)  ‖U_hᵀ U_h'‖_F²
     r = ranks.to(_DT)
     return sq / torch.sqrt(r.unsqueeze(1) * r.unsqueeze(0))
 
@@ -362,7 +360,9 @@ def _diversity(
     del gb
     _check_ranks(ranks_t)
     f32 = fast and H * U.shape[2] >= _F32_GRAM_MIN
-    gram = _block_gram(U, torch.float32 if f32 else None)  # (H, k, H, k) shared by overlaps and angles
+    # (H, k, H, k) shared by overlaps and angles; float32 products are kept in float32 (half the memory:
+    # 128 MB at d = 4096, H·k = 4096), the pairs' blocks promoted to float64 when the angles are taken
+    gram = _block_gram(U, torch.float32 if f32 else None)
     gram_sq = gram.square()  # (H, k, H, k) shared by the subspace and weight overlaps
     wov = None
     if weight:
@@ -371,7 +371,7 @@ def _diversity(
         # Σ_ab s_ha² s_h'b² (U_hᵀU_h')_ab² as Bᵀ (G² B) with B (H·m, H) holding s_h² in block column h:
         # two thin products, no (H, m, H, m) temporary
         B = (s2.unsqueeze(-1) * torch.eye(H, dtype=_DT, device=s2.device).unsqueeze(1)).reshape(H * m, H)
-        num = B.transpose(0, 1) @ (gram_sq.reshape(H * m, H * m) @ B)  # (H, H)  ‖W_hᵀ W_h'‖_F²
+        num = B.transpose(0, 1) @ (gram_sq.reshape(H * m, H * m).to(_DT) @ B)  # (H, H)  ‖W_hᵀ W_h'‖_F²
         self_norm = s2.square().sum(-1).sqrt()  # (H,)
         wov = num / (self_norm.unsqueeze(1) * self_norm.unsqueeze(0))
     if form == "subspace":

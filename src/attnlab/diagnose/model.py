@@ -193,7 +193,8 @@ def grouped_flow_defects(
     BtB, BtV = (Bt @ B)[kv_index], (Bt @ Wv)[kv_index]  # (H, k, k)
     VtV = (Wv.transpose(-1, -2) @ Wv)[kv_index]
     m2 = s**2 * _tr((At @ A) @ BtB)  # ‖M‖_F²
-    BtA = Bt[kv_index] @ A  # (H, k, k)
+    # one K head per query head: no gathered copy of W_K (128 MB in float64 at d = 4096)
+    BtA = (Bt if B.shape[0] == A.shape[0] else Bt[kv_index]) @ A  # (H, k, k)
     trMM = s**2 * _tr(BtA @ BtA)
     asym2 = (2 * m2 - 2 * trMM).clamp_min(0.0)  # ‖M − Mᵀ‖_F²
     vm = s * _tr(BtV @ (Wo @ A))  # ⟨V, M⟩_F
