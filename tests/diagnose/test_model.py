@@ -162,7 +162,7 @@ def test_weight_z_of_gaussian_heads_is_near_zero() -> None:
 
 def test_grouped_cross_products_equal_the_expanded_ones() -> None:
     from attnlab.diagnose import cross_products
-    from attnlab.diagnose.model import grouped_cross_products
+    from attnlab.diagnose.flow import grouped_cross_products
 
     g = torch.Generator().manual_seed(9)
     WQ = torch.randn(6, 30, 5, generator=g, dtype=torch.float64)

@@ -11,7 +11,7 @@ import torch
 
 from attnlab.core import geometry
 from attnlab.diagnose import cross_products, diagnose, flow_defects, ov_factors
-from attnlab.diagnose.model import grouped_cross_products, grouped_flow_defects
+from attnlab.diagnose.flow import grouped_cross_products, grouped_flow_defects
 from attnlab.models import from_state_dict
 
 
