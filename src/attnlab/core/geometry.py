@@ -56,7 +56,7 @@ from attnlab.core.angles import (
 )
 from attnlab.core.nulls import hdi_ceiling, null_from_ranks, null_hdi, null_principal_angles, weight_null_hdi
 from attnlab.core.raw_null import raw_null_hdi
-from attnlab.core.validation import check_choice, check_real, check_tensor
+from attnlab.core.validation import all_finite, check_choice, check_real, check_tensor
 
 __all__ = [
     "FORMS",
@@ -82,9 +82,7 @@ def _check_stack(W: object, name: str = "W") -> torch.Tensor:
     W = check_tensor(name, W, ndim=3, finite=False)
     if W.shape[1] == 0 or W.shape[2] == 0 or W.shape[0] == 0:
         raise ValueError(f"{name}: expected a non-empty (H, d, k) stack, got shape {tuple(W.shape)}")
-    # a nan or inf entry makes the sum nan or inf, so a finite sum proves every entry finite without an
-    # (H, d, k) boolean temporary; a sum that overflows from finite entries is checked entry by entry
-    if W.is_floating_point() and not bool(torch.isfinite(W.sum())) and not bool(torch.isfinite(W).all()):
+    if W.is_floating_point() and not all_finite(W):  # checked after the shape, as before
         raise ValueError(f"{name}: expected finite values, got a tensor containing nan or inf")
     return W
 
