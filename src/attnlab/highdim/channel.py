@@ -12,12 +12,13 @@ from __future__ import annotations
 import contextlib
 import math
 
+import numpy as np
 import torch
 
 from attnlab.core.validation import check_int
 from attnlab.highdim.setting import Setting
 
-__all__ = ["OutputChannel", "flat_to_matrix", "flat_to_matrix_map", "one_thread"]
+__all__ = ["OutputChannel", "flat_to_matrix", "flat_to_matrix_map", "one_thread", "two_token_test_error"]
 
 _DTYPE = torch.float64
 
@@ -102,6 +103,16 @@ class OutputChannel:
         # squares when T(T−1) > K) interpolates the label wherever it can: the second start of the proximal
         # step (see :meth:`prox_best`)
         self._target = (setting.beta0 / setting.beta) * noisy  # (N, K)
+        if T == 2:
+            # two rows, one logit difference each: e = P h (P: (2, K), row a's column 1 minus column 0).
+            # On h − z in the row space, h − z = B t with PB (2, 2) invertible, so
+            # ‖h − z‖² = (e − Pz)ᵀ G (e − Pz) with G = (PB PBᵀ)⁻¹ = (P Pᵀ)⁻¹ (B Bᵀ projects onto the
+            # row space of P): :meth:`_prox_two`
+            P = C  # (2, K): C's rows are exactly the two rows' logit differences at T = 2
+            self._P = P
+            self._PBinv = torch.linalg.inv(P @ basis)  # (2, 2): t = PB⁻¹ (e − Pz)
+            G = torch.linalg.inv(P @ P.T)
+            self._G = (float(G[0, 0]), float(G[0, 1]), float(G[1, 1]))
 
     def _coefficients(self, q: float, m: float) -> tuple[float, float, float, float]:
         """``z = a_v v + s w`` and ``E[z* | ζ, z] = b_v v + b_w w`` at ``(q, m)``: (a_v, s, b_v, b_w).
@@ -192,8 +203,14 @@ class OutputChannel:
         :func:`attnlab.highdim.fixed_point.solve_anderson`). ``rows`` (indices into the nodes): ``z`` and
         ``h0`` hold only those nodes.
         """
-        h = (z if h0 is None else h0).clone()  # (N, K)
         ys = self.y if rows is None else self.y[rows]  # (n, T²) the labels of these nodes
+        if self.T == 2:
+            return self._prox_two(z, sigma, tol, max_iter, h0, ys)
+        return self._prox_generic(z, sigma, tol, max_iter, h0, ys)
+
+    def _prox_generic(self, z, sigma, tol, max_iter, h0, ys):
+        """:meth:`prox` for any T: Newton's method in the K flat coordinates."""
+        h = (z if h0 is None else h0).clone()  # (N, K)
         idx = torch.arange(h.shape[0])
         for _ in range(max_iter):
             zi, yi = z[idx], ys[idx]
@@ -228,6 +245,71 @@ class OutputChannel:
             h[idx] = hi + t * step
         val, _, _ = self._loss_grad(h, z, sigma, need_jac=False, y=ys)
         return h, val
+
+    def _prox_two(self, z, sigma, tol, max_iter, h0, ys):
+        """:meth:`prox` at T = 2 in the two logit differences ``e = P h`` (same minimiser, same stopping
+        rule).
+
+        With ``e0 = P z``, label probabilities ``y_a`` of column 1 and ``s_a = sigmoid(β e_a)`` the
+        objective is ``(e − e0)ᵀ G (e − e0)/(2Σ) + 2 Σ_a (y_a − s_a)²`` (each row's two entries deviate by
+        ±(y_a − s_a)): a two-dimensional Newton iteration with the 2×2 solves written out, elementwise over
+        the nodes. Its gradient in the row-space coordinates ``t`` of ``h − z = B t`` is ``PBᵀ ∇_e``, which
+        sets the same scale-free stopping rule ``Σ·max|∇_t| < tol`` as the flat solver; Gauss–Newton where
+        the Hessian is not positive definite; Armijo backtracking per node."""
+        beta = self.s.beta
+        g00, g01, g11 = self._G
+        P, PBinv = self._P, self._PBinv
+        PB = torch.linalg.inv(PBinv)
+        yl = ys.reshape(-1, 2, 2)[:, :, 1]  # (n, 2)
+        e0 = z @ P.T  # (n, 2)
+        e = e0.clone() if h0 is None else (z + (h0 - z) @ self._proj.T) @ P.T  # h0's row-space part
+
+        def value(d, s, y):
+            quad = g00 * d[:, 0] ** 2 + 2 * g01 * d[:, 0] * d[:, 1] + g11 * d[:, 1] ** 2
+            return quad / (2 * sigma) + 2 * ((y - s) ** 2).sum(-1)
+
+        idx = torch.arange(e.shape[0])
+        for _ in range(max_iter):
+            ei, e0i, yi = e[idx], e0[idx], yl[idx]
+            d = ei - e0i
+            s = torch.sigmoid(beta * ei)
+            ds = s * (1 - s)
+            r = yi - s
+            g0 = (g00 * d[:, 0] + g01 * d[:, 1]) / sigma - 4 * beta * r[:, 0] * ds[:, 0]
+            g1 = (g01 * d[:, 0] + g11 * d[:, 1]) / sigma - 4 * beta * r[:, 1] * ds[:, 1]
+            gt = torch.stack([g0, g1], -1) @ PB  # (n, 2) gradient in t
+            active = gt.abs().amax(-1) * sigma >= tol
+            if not bool(active.any()):
+                break
+            if not bool(active.all()):
+                idx = idx[active]
+                ei, e0i, yi, d, s, ds, r, g0, g1 = (v[active] for v in (ei, e0i, yi, d, s, ds, r, g0, g1))
+            gn = 4 * beta**2 * ds**2  # (n, 2) Gauss–Newton curvature of each row's term
+            full = gn - 4 * beta**2 * r * ds * (1 - 2 * s)  # exact second derivative
+            a, b, c = g00 / sigma + full[:, 0], g01 / sigma, g11 / sigma + full[:, 1]
+            bad = (a <= 0) | (a * c - b * b <= 0)
+            a = torch.where(bad, g00 / sigma + gn[:, 0], a)
+            c = torch.where(bad, g11 / sigma + gn[:, 1], c)
+            det = a * c - b * b
+            step = torch.stack([-(c * g0 - b * g1) / det, -(a * g1 - b * g0) / det], -1)  # (n, 2)
+            val = value(d, s, yi)
+            slope = g0 * step[:, 0] + g1 * step[:, 1]  # predicted decrease (negative)
+            tiny = -slope < 1e-13 * (1 + val.abs())  # quadratic regime: the full step is taken
+            t = torch.ones(idx.shape[0], dtype=e.dtype)
+            pend = torch.arange(idx.shape[0])
+            for _ in range(30):
+                tp = t[pend]
+                en = ei[pend] + tp[:, None] * step[pend]
+                cval = value(en - e0i[pend], torch.sigmoid(beta * en), yi[pend])
+                ok = (cval <= val[pend] + 1e-4 * tp * slope[pend]) | (tiny[pend] & (tp == 1))
+                t[pend[~ok]] = t[pend[~ok]] / 2
+                pend = pend[~ok]
+                if pend.numel() == 0:
+                    break
+            e[idx] = ei + t[:, None] * step
+        d = e - e0
+        h = z + (d @ PBinv.T) @ self.basis.T  # (n, K)
+        return h, value(d, torch.sigmoid(beta * e), yl)
 
     def hats(self, q: float, m: float, sigma: float, alpha: float) -> tuple[float, float, float, float]:
         """``(q̂, m̂, Σ̂, E[M])`` from the output equations of docs/highdim.md C3 (cold-started proximal
@@ -301,3 +383,34 @@ class OutputChannel:
         zstar = self.zstar_mean(q, m) + math.sqrt(tau2) * self.u
         y0 = self._softmax(zstar, self.s.beta0)
         return float(((y0 - self._softmax(z, self.s.beta)) ** 2).sum(-1).mean())
+
+
+def two_token_test_error(setting: Setting, q: float, m: float, n: int = 256) -> float:
+    """``E‖σ_β0(ζ) − σ_β(z)‖²`` at T = 2 by a tensor Gauss–Hermite rule (``n`` nodes per dimension).
+
+    Each of the two rows contributes ``2 (σ(β0 X) − σ(β Y))²`` with ``σ`` the logistic function and ``X``,
+    ``Y`` its logit differences of ``ζ`` and ``z`` (coefficients ``p`` with ``|p|² = 3``: one diagonal entry
+    ×√2, one off-diagonal): per flat coordinate ``Var ζ = Q0 + Δ/2``, ``Var z = q``, ``Cov(ζ, z) = m``, so
+    ``(X, Y)`` is Gaussian with covariance ``3 [[Q0 + Δ/2, m], [m, q]]``, the same for both rows. The
+    integrand is analytic, so the two-dimensional rule converges geometrically: 256 nodes per dimension
+    move it by ≤ 2e-8 from 192 at q up to 30 (the poles of the logistic function slow it at large variance).
+    """
+    if setting.tokens != 2:
+        raise ValueError(f"setting.tokens: expected 2 for the Gauss–Hermite test error, got {setting.tokens}")
+    n = check_int("n", n, min=2, max=300)  # the weights of numpy's rule overflow past ~400
+    x, w = _hermite(n)
+    vx, vy, cxy = 3 * (setting.q0 + setting.noise / 2), 3 * q, 3 * m
+    sx = math.sqrt(vx)
+    a = cxy / sx
+    b = math.sqrt(max(vy - a * a, 0.0))
+    g1, g2 = x[:, None], x[None, :]
+    X = sx * g1
+    Y = a * g1 + b * g2
+    f = (torch.sigmoid(setting.beta0 * X) - torch.sigmoid(setting.beta * Y)) ** 2  # (n, n)
+    return float(4 * (w[:, None] * w[None, :] * f).sum())
+
+
+def _hermite(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gauss–Hermite nodes and weights for the standard normal law (weights sum to 1)."""
+    x, w = np.polynomial.hermite_e.hermegauss(n)
+    return torch.as_tensor(x, dtype=_DTYPE), torch.as_tensor(w / w.sum(), dtype=_DTYPE)
