@@ -59,7 +59,9 @@ def test_a_store_of_a_newer_schema_is_refused(tmp_path, stored):
     db = stored / "attnlab.sqlite"
     with sqlite3.connect(db) as con:
         con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
-    with pytest.raises(StoreError, match=r"schema version 3, this attnlab reads up to 2"):
+    with pytest.raises(
+        StoreError, match=rf"schema version {SCHEMA_VERSION + 1}, this attnlab reads up to {SCHEMA_VERSION}"
+    ):
         Store(db)
 
 

@@ -50,7 +50,12 @@ class _Bar:
             from attnlab.engine.costs import Eta
 
             # the ETA prices the points left of each claim at its stored cost (engine.costs)
-            self.eta = Eta(payload.get("by_claim", {}), payload.get("cost", {}), payload.get("workers", 1))
+            self.eta = Eta(
+                payload.get("by_claim", {}),
+                payload.get("cost", {}),
+                payload.get("workers", 1),
+                cap=payload.get("cpu_slots"),
+            )
             if todo and not err_console.is_terminal:  # a log: one line every ~10 s (done/total, rate, ETA)
                 from attnlab.cli.common import LogTicker
 
@@ -69,7 +74,7 @@ class _Bar:
                 self.progress.start()
                 self.task = self.progress.add_task("computing", total=todo, last="", eta=self.eta.text())
         if event == "point" and getattr(self, "eta", None) is not None:
-            self.eta.done(payload.claim_id, payload.runtime_s or 0.0)
+            self.eta.done(payload.claim_id, payload.runtime_s or 0.0, getattr(payload, "cpu_s", None))
         if event == "point" and getattr(self, "ticker", None) is not None:
             self.ticker.update(advance=1, description=f"computing (last: {payload.claim_id})")
         elif event == "point" and self.progress is not None:

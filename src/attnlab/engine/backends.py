@@ -70,7 +70,7 @@ def execute(item: WorkItem) -> StoredPoint:
 
     torch.set_num_threads(item.threads)
     p = item.point
-    t0 = time.time()
+    t0, c0 = time.time(), time.process_time()  # wall and this process's CPU time (all its threads)
     status, metrics, arrays, error = "ok", {}, {}, None
     try:
         claim = _claim(item.module, p.claim_id)
@@ -83,7 +83,7 @@ def execute(item: WorkItem) -> StoredPoint:
         status = "failed"
         tb = traceback.format_exception(type(e), e, e.__traceback__)
         error = f"{type(e).__name__}: {e}\n" + "".join(tb[-4:])
-    t1 = time.time()
+    t1, c1 = time.time(), time.process_time()
     prov = dict(item.provenance)
     prov.update(
         torch=torch.__version__,
@@ -109,6 +109,7 @@ def execute(item: WorkItem) -> StoredPoint:
         started=_utc(t0),
         ended=_utc(t1),
         arrays=arrays,
+        cpu_s=c1 - c0,
     )
 
 

@@ -32,6 +32,9 @@ class StoredPoint:
     started: str
     ended: str
     arrays: Mapping[str, np.ndarray]
+    #: CPU seconds of the worker process for this point (every thread; None: not measured). With torch
+    #: threads > 1 it can exceed ``runtime_s`` (wall); under load from other processes wall exceeds it.
+    cpu_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -216,8 +216,10 @@ def run_claims(
                     items.extend(WorkItem(claim.module, p, threads, prov) for p in todo)
             if progress:
                 by_claim: dict[str, int] = {}
+                left: dict[str, list[Any]] = {}  # parameters of the points left (per-point cost models)
                 for it in items:
                     by_claim[it.point.claim_id] = by_claim.get(it.point.claim_id, 0) + 1
+                    left.setdefault(it.point.claim_id, []).append(it.point.params)
                 # per-claim points left and stored costs: the ETA prices each claim's points (engine.costs)
                 progress(
                     "start",
@@ -225,8 +227,12 @@ def run_claims(
                         "total": summary.total,
                         "todo": len(items),
                         "by_claim": by_claim,
-                        "cost": claim_costs(store.mean_runtimes(profile), profile)[0],
+                        "cost": claim_costs(store.mean_runtimes(profile), profile, left)[0],
                         "workers": workers if backend != "serial" else 1,
+                        # costs are CPU s: at most workers x threads CPU s per wall s, at most the cores
+                        "cpu_slots": min(
+                            (workers if backend != "serial" else 1) * threads, max(1, os.cpu_count() or 1)
+                        ),
                     },
                 )
             for rec in run_items(items, backend, workers if backend != "serial" else 1):

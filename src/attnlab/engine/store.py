@@ -4,8 +4,9 @@ Tables
 ------
 points     one row per computed point: claim id, profile, canonical params (JSON, sorted keys),
            point id = sha256(claim id, canonical params, seed, claim version), seed, version,
-           status (``ok`` | ``failed``), metrics (JSON), error, provenance (JSON), runtime,
-           host, start and end times (UTC, ISO 8601).
+           status (``ok`` | ``failed``), metrics (JSON), error, provenance (JSON), runtime (wall s),
+           host, start and end times (UTC, ISO 8601), and the worker's CPU seconds for the point
+           (``cpu_s``, schema 3; NULL in rows written before it).
 artifacts  named arrays for figures: (point id, name, compressed npz blob).
 runs       one row per invocation of a claim: which point ids it asked for, the root seed, the
            overrides and the profile.
@@ -14,6 +15,11 @@ verdicts   one row per finished run: the claim's metadata as it was (kind, paper
            numbers, tolerance, note, regime and resolving power. The report reads these alone, so a
            store's report stays the same after the claim's code changes.
 meta       the schema version.
+
+Schema versions: 2, the tables above without ``points.cpu_s``; 3 adds that column. A store of an older
+schema is read as it is (its points have no CPU time: costs fall back to the wall runtime) and, when
+opened for writing, upgraded in place (``ALTER TABLE ... ADD COLUMN``, old rows keep NULL); a store of
+a newer schema is refused.
 
 Only the driver process writes (worker processes and Ray tasks return rows to it), one
 transaction per point, so an interrupted run keeps every point that finished.
@@ -37,7 +43,7 @@ from attnlab.engine.records import RunRecord, StoredPoint, StoredVerdict, now_ut
 __all__ = ["SCHEMA_VERSION", "Store", "StoreError", "StoredPoint", "RunRecord", "StoredVerdict"]
 
 #: Bumped when a table changes; a store written by another schema is refused with a clear line.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS points (
@@ -54,7 +60,8 @@ CREATE TABLE IF NOT EXISTS points (
     runtime_s  REAL,
     host       TEXT,
     started    TEXT,
-    ended      TEXT
+    ended      TEXT,
+    cpu_s      REAL
 );
 CREATE INDEX IF NOT EXISTS points_claim ON points(claim_id, profile);
 CREATE TABLE IF NOT EXISTS artifacts (
@@ -203,10 +210,14 @@ class Store:
                 self._con.execute("PRAGMA journal_mode=WAL")
                 self._con.execute("PRAGMA synchronous=NORMAL")
                 self._con.executescript(_SCHEMA)
+                if "cpu_s" not in self._columns("points"):  # schema 2 -> 3: old rows keep NULL
+                    self._con.execute("ALTER TABLE points ADD COLUMN cpu_s REAL")
                 self._con.execute(
                     "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                 )
             self._tables = tables | ({"verdicts", "meta", "runs", "artifacts"} if not readonly else set())
+            #: whether the points carry their CPU time (schema >= 3; an older store read as it is does not)
+            self._has_cpu = "cpu_s" in self._columns("points")
         except sqlite3.DatabaseError as e:
             self._con.close()
             raise StoreError(
@@ -216,6 +227,9 @@ class Store:
         except StoreError:
             self._con.close()
             raise
+
+    def _columns(self, table: str) -> set[str]:
+        return {r[1] for r in self._con.execute(f"PRAGMA table_info({table})")}
 
     def close(self) -> None:
         self._con.close()
@@ -276,7 +290,9 @@ class Store:
             self._con.execute("BEGIN")
             self._con.execute("DELETE FROM artifacts WHERE point_id = ?", (p.point_id,))
             self._con.execute(
-                "INSERT OR REPLACE INTO points VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO points (point_id, claim_id, profile, params, seed, version, status, "
+                "metrics, error, provenance, runtime_s, host, started, ended, cpu_s) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     p.point_id,
                     p.claim_id,
@@ -292,6 +308,7 @@ class Store:
                     p.host,
                     p.started,
                     p.ended,
+                    p.cpu_s,
                 ),
             )
             self._con.executemany(
@@ -323,12 +340,11 @@ class Store:
         return float(r[0]) if r and r[1] else None
 
     def mean_runtimes(self, profile: str) -> dict[str, float]:
-        """Mean stored runtime (CPU s) of each claim's finished points at ``profile`` (claims with none
-        are absent: their cost is unknown, not 0)."""
-        q = (
-            "SELECT claim_id, AVG(runtime_s) FROM points WHERE status = 'ok' AND profile = ? "
-            "GROUP BY claim_id"
-        )
+        """Mean stored cost per point of each claim's finished points at ``profile``: the point's CPU
+        seconds where stored (schema 3), else its wall runtime (older rows, older stores). Claims with
+        none are absent: their cost is unknown, not 0."""
+        cost = "COALESCE(cpu_s, runtime_s)" if self._has_cpu else "runtime_s"
+        q = f"SELECT claim_id, AVG({cost}) FROM points WHERE status = 'ok' AND profile = ? GROUP BY claim_id"
         return {cid: float(m) for cid, m in self._con.execute(q, (profile,)) if m is not None}
 
     def arrays(self, point_id: str) -> dict[str, np.ndarray]:
@@ -339,7 +355,9 @@ class Store:
         """Every stored point as a flat dict (for ``results list`` / ``export``)."""
         q = (
             "SELECT point_id, claim_id, profile, params, seed, version, status, metrics, error, "
-            "provenance, runtime_s, host, started, ended FROM points"
+            "provenance, runtime_s, host, started, ended, "
+            + ("cpu_s" if self._has_cpu else "NULL")
+            + " FROM points"
         )
         args: tuple = ()
         if claim_id:
@@ -361,6 +379,7 @@ class Store:
             "host",
             "started",
             "ended",
+            "cpu_s",
         ]
         out = []
         for r in self._con.execute(q, args):
