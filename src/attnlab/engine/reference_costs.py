@@ -1,13 +1,17 @@
 """CPU seconds per point of each claim, measured on the reference machine, for claims that have no
 runtime stored at a profile (``engine.costs.claim_costs``; a stored runtime always takes precedence).
 
-``full``: ``bench/bench_profile_costs.py`` (up to 2 points of each claim, evenly spaced on its grid, one
-torch thread, CPU time of the point; a point stopped at the 30 s sampling timeout counts as its CPU time
-so far, a lower bound, and a claim whose draws all stopped is left out: unknown). ``quick``: the mean
-stored wall time per point of every claim in a fresh quick store (``make run`` on a fresh clone: 2 workers
-on 2 otherwise idle cores, 1447 points in 446 s).
-Measured 2026-12-02 on a shared 2-core machine (load average 4-6 from other work during the
-full sample). Costs go stale when a claim changes; rerun the benchmark and regenerate this table then.
+``full``: ``bench/bench_profile_costs.py`` (points of each claim's full grid: its middle, first and,
+for paper A, last point; one torch thread, CPU time of the point; a point stopped at the sampling
+timeout counts as its CPU time so far, a lower bound, and a claim whose draws all stopped is left out:
+unknown). A claim with a size model (``engine.costs.SIZE_MODELS``) has ``PER_SIZE`` (CPU s per unit of
+size, its draws' CPU s over their summed size), and its ``full`` constant is that times the mean size
+over its whole full grid; the others, the mean of their draws. Written by ``bench_profile_costs.py
+--fit ... --write-table``. ``quick``: the mean stored wall time per point of every claim in a fresh quick
+store (``make run`` on a fresh clone: 2 workers on 2 otherwise idle cores, 1447 points in 446 s).
+Measured 2026-12-02 on a shared 2-core machine (load average 4-6 from other work during the two-draw
+full sample, 1-4 during paper A's three-draw one). Costs go stale when a claim changes; rerun the
+benchmark and regenerate this table then.
 """
 
 from __future__ import annotations
@@ -61,18 +65,18 @@ REFERENCE: dict[str, dict[str, float]] = {
         "models.training-diversity": 4.496,
     },
     "full": {
-        "ensemble.budget-law": 0.06,
-        "ensemble.decomposition": 0.065,
-        "ensemble.decorrelation-optimal": 7.59,
-        "ensemble.hdi-monotone": 0.255,
-        "ensemble.heads-linear-in-budget": 0.325,
-        "ensemble.literal-hdi": 0.005,
-        "ensemble.many-small-heads": 0.07,
-        "ensemble.nw-identity": 0.07,
-        "ensemble.single-head-smoother": 0.01,
-        "ensemble.training-orthogonalises": 0.565,
-        "ensemble.variance-needs-decorrelation": 4.575,
-        "ensemble.weighting": 0.82,
+        "ensemble.budget-law": 6.002,
+        "ensemble.decomposition": 0.2567,
+        "ensemble.decorrelation-optimal": 4.52,
+        "ensemble.hdi-monotone": 0.1745,
+        "ensemble.heads-linear-in-budget": 1.035,
+        "ensemble.literal-hdi": 0.04,
+        "ensemble.many-small-heads": 4.103,
+        "ensemble.nw-identity": 0.03,
+        "ensemble.single-head-smoother": 0.1468,
+        "ensemble.training-orthogonalises": 0.7767,
+        "ensemble.variance-needs-decorrelation": 3.344,
+        "ensemble.weighting": 11.15,
         "flow.approx-orthogonal": 1.31,
         "flow.beta-star": 0.07,
         "flow.beta-star-onset": 6.265,
@@ -102,5 +106,19 @@ REFERENCE: dict[str, dict[str, float]] = {
         "highdim.width": 1.085,
         "models.minilm-diversity": 11.6,
         "models.principal-angles": 5.65,
+    },
+}
+
+#: CPU s per unit of ``engine.costs.SIZE_MODELS`` size, fitted on the full sample (modelled claims)
+PER_SIZE: dict[str, dict[str, float]] = {
+    "full": {
+        "ensemble.budget-law": 2.087e-09,
+        "ensemble.decomposition": 1.87e-09,
+        "ensemble.hdi-monotone": 1.546e-09,
+        "ensemble.heads-linear-in-budget": 1.912e-09,
+        "ensemble.many-small-heads": 3.166e-09,
+        "ensemble.single-head-smoother": 2.214e-09,
+        "ensemble.variance-needs-decorrelation": 1.346e-09,
+        "ensemble.weighting": 1.433e-09,
     },
 }
