@@ -37,4 +37,6 @@ def test_real_point_meets():
     m = CLAIM.run(p).metrics
     assert m["rel_gap"] < 1e-3 and m["prox_converged"]
     ctrl = next(q for q in CLAIM.points("quick", overrides={"d": 8, "alpha": 1.5}) if q.control)
-    assert ctrl.p.adam_lam_scale == 4.0 and CLAIM.run(ctrl).metrics["rel_gap"] > 1e-3
+    # the control's penalty is off by 20%: its gap (quadratic in that error, 7e-5 here where the data loss
+    # dominates the objective at α = 1.5) stands far above the two solvers' residual at the right penalty
+    assert ctrl.p.adam_lam_scale == 1.2 and CLAIM.run(ctrl).metrics["rel_gap"] > 30 * max(m["rel_gap"], 1e-7)

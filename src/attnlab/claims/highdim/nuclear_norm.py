@@ -10,8 +10,11 @@ minima reached and claims no certificate.
 
 Verdict rule: "holds" when at every point the relative gap ``|F(S_ERM) − F(S_prox)| / F(S_prox)`` is at
 most 1e-3 (the optimisers' stopping rules leave ~1e-5), "fails" otherwise. Negative control
-``wrong_penalty``: the ERM trained with 4 λ̃ (``adam_lam_scale = 4``), a minimiser of another objective,
-must come out "fails".
+``wrong_penalty``: the ERM trained with 1.2 λ̃ (``adam_lam_scale = 1.2``), the minimiser of an objective
+close to the one scored, must come out "fails" through the same objective gap. Near the minimum the gap
+grows like the square of the penalty's error, so a small mismatch tests the 1e-3 band itself: 4 λ̃ left a
+gap of 0.49 (nearly 500 times the band); measured on the quick points over root seeds 0–3, 1.1 λ̃ leaves a
+largest gap of 1.5e-3–1.6e-3, 1.2 λ̃ 5.5e-3–5.9e-3 (2.2e-3–2.5e-3 at λ̃ = 0.01), 1.5 λ̃ 0.03.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ class Params:
     kappa0: float = 0.5  # target rank ratio p0/d
     noise: float = 0.5  # label-noise variance Δ
     tokens: int = 2  # sequence length T
-    adam_lam_scale: float = 1.0  # the factorised ERM trains with this times λ̃ (4: the control)
+    adam_lam_scale: float = 1.0  # the factorised ERM trains with this times λ̃ (1.2: the control)
     prox_steps: int = 3000  # proximal-gradient step cap
     optimizer: Literal["lbfgs", "adam"] = "lbfgs"  # ERM optimiser ("adam": the published protocol)
     dtype: Literal["float32", "float64"] = "float32"  # precision of data and logits (sums in float64)
@@ -108,7 +111,7 @@ CLAIM = Claim(
     paper=PAPER,
     statement="Factorised ERM (on W with weight decay, by L-BFGS or Adam) reaches the same minimum as "
     "nuclear-norm-penalised ERM over PSD S (proximal gradient with eigenvalue soft-thresholding), λ̃ = √κ λ.",
-    version=2,
+    version=3,
     params=Params,
     grids={
         "quick": Grid({"lam": [0.01, 0.1]}, {"alpha": 0.3, "d": 40}),
@@ -119,8 +122,9 @@ CLAIM = Claim(
     controls={
         "wrong_penalty": Control(
             expect="fails",
-            set={"adam_lam_scale": 4.0},
-            why="the ERM then minimises the objective with 4 λ̃, whose minimiser is not the λ̃ one",
+            set={"adam_lam_scale": 1.2},
+            why="the ERM then minimises the objective with 1.2 λ̃, whose minimiser is not the λ̃ one; the "
+            "mismatch is small enough that its objective gap lies a few times the band away",
         )
     },
     regime="any (α, λ̃) with λ̃ > 0; a comparison of minima reached, not a certificate",
