@@ -53,9 +53,14 @@ def test_settings_reach_both_sides():
         assert sum(p.side == "simulation" for p in sel) == 3 and sum(p.side == "theory" for p in sel) == 1
     full = [p.p for p in temperature.CLAIM.points("full") if not p.control]
     assert {(p.beta, p.beta0) for p in full} == {(2.0, 2.0)}
-    assert {p.d for p in full if p.side == "simulation"} == {60, 100, 200}
-    # α is an open knob: the quick map runs 0.5 beside the test's 0.3016
+    # full: decided at the large sizes, 16, 12 and 10 seeds at d = 100, 150, 200
+    pts = temperature.CLAIM.points("full")
+    sims = [p.p.d for p in pts if not p.control and not p.cell and p.p.side == "simulation"]
+    assert {d: sims.count(d) for d in set(sims)} == {100: 16, 150: 12, 200: 10}
+    # α is an open knob: the quick map runs 0.5 beside the test's 0.3016, the full one the published range
     assert temperature.CLAIM.map_cells("quick") == [("alpha", 0.5)]
+    full_cells = [a for _, a in temperature.CLAIM.map_cells("full")]
+    assert full_cells == [0.45, 0.5, 0.75, 1.0]
 
 
 def test_controls_as_designed():
