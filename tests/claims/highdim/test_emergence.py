@@ -1,7 +1,7 @@
 """highdim.emergence: the share of each mode's error drop after it leaves the noise bulk (δ(α) = s_k), theory
 and ERM, with a tolerance from single theory draws; modes the theory does not isolate left undecided
-(inconclusive), the scrambled control failing, the exit as a prediction, the science helpers by hand, the
-figure, and a real point."""
+(inconclusive), the early control failing through the share, the exit as a prediction, the science helpers
+by hand, the figure, and a real point."""
 
 from __future__ import annotations
 
@@ -71,13 +71,34 @@ def test_modes_the_theory_learns_inside_the_bulk_are_inconclusive():
     assert max(v.numbers["shares_theory"]) < 0.5
 
 
-def test_scrambled_control_fails_and_power():
-    rows = _rows() + _rows(learned=False, control="scrambled")
+def test_early_control_fails_through_the_share_and_power():
+    # the control's ERM learns every mode, at half the α: it must fail through the branch the test holds on
+    rows = _rows() + _rows(sim_shift=0.5, control="early")
     pw = resolving_power(CLAIM, rows)
-    assert pw.controls["scrambled"]["got"] == "fails" and pw.controls["scrambled"]["as_designed"]
-    assert not pw.cannot_fail
-    # the control fails because no mode is learned at all, not through the share the test is decided on
-    assert pw.controls["scrambled"]["branch"] == "learned" and not pw.controls["scrambled"]["same_branch"]
+    c = pw.controls["early"]
+    assert c["got"] == "fails" and c["as_designed"] and c["branch"] == "share" and c["same_branch"]
+    assert dict(CLAIM.controls["early"].set) == {"sim_alpha_scale": 2.0} and not pw.cannot_fail
+    # random eigenvectors, a variant still available by parameter, fail through "learned" instead
+    v = CLAIM.decide(_rows(learned=False))
+    assert v.status == "fails" and v.branch == "learned"
+
+
+def test_control_point_trains_on_twice_the_samples(monkeypatch):
+    import attnlab.highdim as hd
+
+    seen = []
+
+    def spy(d, alpha, **k):
+        seen.append(alpha)
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(hd, "simulate", spy)
+    ov = {"d": 8, "nodes": 64, "alpha": 0.2}
+    pts = [q for q in CLAIM.points("quick", overrides=ov)]
+    for p in (next(q for q in pts if not q.control), next(q for q in pts if q.control == "early")):
+        with pytest.raises(RuntimeError, match="stop"):
+            CLAIM.run(p)
+    assert seen == [pytest.approx(0.2), pytest.approx(0.4)]
 
 
 def test_share_after_and_exit_by_hand():
