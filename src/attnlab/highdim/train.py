@@ -9,8 +9,9 @@ squared error summed over the T² entries against noisy labels (seq2seq: ``‖y 
 ``test_error_clean`` the same against noiseless labels.
 
 The loss and its gradient in ``S`` are written out by hand (:func:`data_loss_grad`: two matrix products of
-size nT × d × d per evaluation, no autograd graph); the optimisers are written here too (Adam) or driven
-through scipy (L-BFGS-B), so a training imports neither torch's autograd optimisers nor their compiler.
+size n(T − 1) × d × d per evaluation, as the softmax reads only differences of logits within a row, no
+autograd graph); the optimisers are written here too (Adam) or driven through scipy (L-BFGS-B), so a
+training imports neither torch's autograd optimisers nor their compiler.
 
 Devices: training runs on the device of the training data (or ``device``); the initialisation is drawn on
 the generator's device and moved there, so a CPU generator gives the same start on every device.
@@ -82,6 +83,17 @@ class TrainConfig:
         return DEFAULT_RTOL[self.optimizer]
 
     @classmethod
+    def published(cls, **kw) -> TrainConfig:
+        """The published Adam protocol (full batch, lr 0.1, ``W`` drawn ``N(0, 1)``, the penalty in the loss,
+        at least 100 steps), stopped at the first step whose relative change of the loss is below 1e-7:
+        the published rule stops at the first step whose float32 loss equals the previous one (an absolute
+        change below 1e-7 of a sum of about 230), a relative change of about 6e-8. Products in float32 with
+        float64 sums and float64 parameters: at d = 100 it stops within 1e-6 (relative) of the training loss
+        the published loop reaches, in float64 or float32 (bench/bench_adam.py)."""
+        base = dict(optimizer="adam", lr=0.1, dtype="float32", rtol=1e-7, patience=1, min_steps=100)
+        return cls(**(base | kw))
+
+    @classmethod
     def fast(cls, **kw) -> TrainConfig:
         """L-BFGS in float32 with float64 sums: on the published setting it reaches a lower training loss
         than the published Adam protocol in about a third of the loss evaluations (bench/bench_highdim.py)."""
@@ -147,6 +159,11 @@ def evaluate(S: torch.Tensor, data: Dataset, beta: float = 1.0) -> tuple[float, 
     )
 
 
+def token_differences(X: torch.Tensor) -> torch.Tensor:
+    """``U`` (n, T − 1, d): each sequence's tokens ``x_b − x_1`` for ``b = 2..T`` (what the softmax sees)."""
+    return X[:, 1:] - X[:, :1]
+
+
 def data_loss_grad(
     S: torch.Tensor,
     X: torch.Tensor,
@@ -155,12 +172,14 @@ def data_loss_grad(
     task: str,
     grad: bool = True,
     work: torch.Tensor | None = None,
+    diffs: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The data loss ``L(S) = Σ_μ ‖y_μ − ŷ_μ(S)‖²`` (seq2seq: divided by d) and its gradient in S, by hand.
 
     ``S`` (d, d) symmetric, ``X`` (n, T, d) and ``y`` in ``S``'s dtype; ``work``: optional scratch of
-    ``X``'s shape and dtype, reused across calls (the two (n, T, d) intermediates are written there instead
-    of freshly allocated: at n = 20000, d = 200 that spares 64 MB of allocation and page faults per call).
+    ``X``'s shape and dtype, reused across calls (the (n, T, d) intermediates are written there instead of
+    freshly allocated: at n = 20000, d = 200 that spares 64 MB of allocation and page faults per call);
+    ``diffs``: optional :func:`token_differences` of ``X``, computed once by a caller that evaluates often.
     Returns ``(L, G)``: ``L`` a float64 scalar tensor (the n terms are summed in float64), ``G`` (d, d)
     symmetric in ``S``'s dtype (None when ``grad`` is False): the derivative along symmetric directions,
     ``dL = ⟨G, dS⟩``.
@@ -168,17 +187,32 @@ def data_loss_grad(
     Chain rule: ``A = rowsoftmax(β Z)``; ``∂L/∂A = 2 R`` (seq2lab: ``R = A − y``; seq2seq:
     ``R = (AX − y) Xᵀ/d``); through the softmax, ``∂L/∂Z = β A ⊙ (2R − rowsum(2R ⊙ A))``; through the
     logits ``Z = (X S Xᵀ − Tr S · I)/√d``, ``G = Σ_μ [X_μᵀ D_μ X_μ − Tr D_μ · I]/√d`` with ``D`` the
-    symmetric part of ``∂L/∂Z``: two (nT × d) by (d × d) products, the cost of an evaluation.
+    symmetric part of ``∂L/∂Z``.
+
+    Cost: a row softmax is unchanged by a shift of its row, so only ``Z_ab − Z_a1 = (x_aᵀ S u_b − Tr S ·
+    (δ_ab − δ_a1))/√d`` with ``u_b = x_b − x_1`` (``b ≥ 2``) is needed: ``S`` applied to the ``T − 1``
+    differences, not to the ``T`` tokens. Likewise every row of ``∂L/∂Z`` sums to zero (the softmax's
+    Jacobian), so ``X_μᵀ D_μ X_μ = Σ_{b≥2} (X_μᵀ D_μ[:, b]) u_bᵀ``. The two large products are thus
+    ``n(T − 1) × d × d`` instead of ``nT × d × d``: half the work at ``T = 2``.
     """
     n, T, d = X.shape
     if work is None:
         work = torch.empty_like(X)
-    Xf = X.reshape(n * T, d)
-    XS = torch.mm(Xf, S, out=work.view(n * T, d)).view(n, T, d)  # (n, T, d)
-    Z = torch.bmm(XS, X.transpose(1, 2))  # (n, T, T)
-    Z.diagonal(dim1=1, dim2=2).sub_(torch.trace(S))
-    Z.mul_(beta / math.sqrt(d))  # β Z
-    A = torch.softmax(Z, dim=-1)  # (n, T, T)
+    U = token_differences(X) if diffs is None else diffs  # (n, T-1, d)
+    m = n * (T - 1)
+    Uf = U.reshape(m, d)
+    flat = work.view(-1)
+    scale = beta / math.sqrt(d)
+    K = torch.mm(Uf, S, out=flat[: m * d].view(m, d)).view(n, T - 1, d)  # rows (S u_b)ᵀ, S symmetric
+    Zt = torch.bmm(X, K.transpose(1, 2))  # (n, T, T-1): x_aᵀ S u_b
+    tr = torch.trace(S)
+    Zt[:, 0, :] += tr  # a = 1: −Tr S (δ_1b − δ_11) = +Tr S
+    Zt[:, 1:, :].diagonal(dim1=1, dim2=2).sub_(tr)  # a = b ≥ 2: −Tr S
+    Zt.mul_(scale)  # β (Z_ab − Z_a1), b ≥ 2
+    if T == 2:  # the softmax of (0, z) is (σ(−z), σ(z))
+        A = torch.cat([torch.sigmoid(-Zt), torch.sigmoid(Zt)], dim=-1)  # (n, 2, 2)
+    else:
+        A = torch.softmax(torch.cat([torch.zeros_like(Zt[:, :, :1]), Zt], dim=-1), dim=-1)  # (n, T, T)
     if task == "seq2seq":
         R = torch.bmm(A, X, out=work).sub_(y)  # (n, T, d)
         dA = torch.bmm(R, X.transpose(1, 2)).mul_(2.0 / d) if grad else None  # (n, T, T)
@@ -189,11 +223,18 @@ def data_loss_grad(
         dA = R.mul_(2.0) if grad else None
     if not grad:
         return loss, None
-    D = A * (dA - (dA * A).sum(-1, keepdim=True))  # ∂L/∂(βZ), (n, T, T)
-    D = (D + D.transpose(1, 2)).mul_(beta / (2 * math.sqrt(d)))  # symmetric part, times β/√d
-    G = Xf.T @ torch.bmm(D, X, out=work).view(n * T, d)  # (d, d)
-    G.diagonal().sub_(D.diagonal(dim1=1, dim2=2).sum())
-    return loss, (G + G.T) / 2  # symmetric up to rounding: made exactly so
+    D = A * (dA - (dA * A).sum(-1, keepdim=True))  # ∂L/∂(βZ), (n, T, T), rows summing to zero
+    trD = D.diagonal(dim1=1, dim2=2).sum()
+    # V_μ = (X_μᵀ D_μ[:, 2:])ᵀ (n, T-1, d), summed over the T tokens (T is small; n, d run vectorised);
+    # then Σ_μ X_μᵀ D_μ X_μ = Σ_μ V_μᵀ U_μ, one (d × m) by (m × d) product
+    V = flat[: m * d].view(n, T - 1, d)
+    torch.mul(D[:, 0, 1:, None], X[:, 0, None, :], out=V)
+    for a in range(1, T):
+        V.addcmul_(D[:, a, 1:, None], X[:, a, None, :])
+    M = V.view(m, d).T @ Uf  # (d, d)
+    G = (M + M.T).mul_(scale / 2)  # symmetric part, times β/√d
+    G.diagonal().sub_(trD * scale)
+    return loss, G
 
 
 class _Problem:
@@ -205,6 +246,7 @@ class _Problem:
     ):
         self.X, self.y, self.task, self.beta = X, y, task, beta
         self.work = torch.empty_like(X)  # scratch of data_loss_grad, reused by every evaluation
+        self.diffs = token_differences(X).contiguous()  # the tokens' differences, drawn once
         self.factorised, self.reg = factorised, reg
         d = X.shape[-1]
         self.d = d
@@ -219,15 +261,22 @@ class _Problem:
         return self.d * self.reg * float(self.S(P).square().sum())  # d λ_F ‖S‖²
 
     def __call__(self, P: torch.Tensor, grad: bool = True) -> tuple[float, torch.Tensor | None]:
-        """(data loss + penalty, its gradient in P (float64) or None)."""
-        S = self.S(P)
-        loss, G = data_loss_grad(S.to(self.X.dtype), self.X, self.y, self.beta, self.task, grad, self.work)
+        """(data loss + penalty, its gradient in P (float64) or None).
+
+        The factorised student's ``S = WᵀW/c`` and the chain ``2 W G/c`` are formed in the compute dtype
+        (in float32: from ``W`` rounded to float32, the same rounding as ``S`` rounded after a float64
+        product, to float32 resolution); the penalty and its gradient stay in ``P``'s float64."""
+        Pc = P.to(self.X.dtype) if self.factorised else P
+        S = self.S(Pc)
+        loss, G = data_loss_grad(
+            S.to(self.X.dtype), self.X, self.y, self.beta, self.task, grad, self.work, self.diffs
+        )
         value = float(loss) + self.penalty(P)
         if not grad:
             return value, None
-        G = G.to(P.dtype)
         if self.factorised:  # dS = (dWᵀ W + Wᵀ dW)/c, G symmetric: ∂/∂W = 2 W G / c; penalty 2λW
-            return value, (2.0 / self.c) * (P @ G) + (2.0 * self.reg) * P
+            return value, (Pc @ G).to(P.dtype).mul_(2.0 / self.c).add_(P, alpha=2.0 * self.reg)
+        G = G.to(P.dtype)
         # dS = (dB + dBᵀ)/c: ∂/∂B = 2G/c; penalty d λ_F ‖S‖²: ∂/∂S = 2 d λ_F S
         return value, (2.0 / self.c) * (G + (2.0 * self.d * self.reg) * S)
 
@@ -235,7 +284,8 @@ class _Problem:
 def _adam(f: _Problem, P: torch.Tensor, cfg: TrainConfig, progress) -> tuple[torch.Tensor, int, bool]:
     """Full-batch Adam (Kingma & Ba, bias-corrected moments) with the relative-change stopping rule."""
     b1, b2, eps, tol = 0.9, 0.999, 1e-8, cfg.tolerance
-    m, v = torch.zeros_like(P), torch.zeros_like(P)
+    P = P.clone()  # updated in place
+    m, v, denom = torch.zeros_like(P), torch.zeros_like(P), torch.empty_like(P)
     prev, calm, steps, converged = math.inf, 0, 0, False
     for steps in range(1, cfg.max_steps + 1):
         loss, g = f(P)
@@ -243,8 +293,8 @@ def _adam(f: _Problem, P: torch.Tensor, cfg: TrainConfig, progress) -> tuple[tor
             break
         m.mul_(b1).add_(g, alpha=1 - b1)
         v.mul_(b2).addcmul_(g, g, value=1 - b2)
-        denom = (v / (1 - b2**steps)).sqrt_().add_(eps)
-        P = P - (cfg.lr / (1 - b1**steps)) * m / denom
+        torch.div(v, 1 - b2**steps, out=denom).sqrt_().add_(eps)
+        P.addcdiv_(m, denom, value=-cfg.lr / (1 - b1**steps))
         rel = abs(prev - loss) / max(abs(loss), 1e-300)
         calm = calm + 1 if rel < tol else 0
         prev = loss

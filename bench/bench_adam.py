@@ -1,0 +1,138 @@
+"""The project's Adam against a plain torch Adam loop of the published protocol, as an outsider measures it.
+
+Run: ``python bench/bench_adam.py [--d 100 200] [--runs 3] [--config published|published-f64]``
+
+Protocol (docs/highdim.md C2): full-batch Adam, learning rate 0.1, ``W`` drawn ``N(0, 1)``, the penalty
+``λ‖W‖²`` inside the loss, at ``α = 0.5``, ``λ̃ = 0.01``, ``κ = 1``, ``κ0 = 0.5``, ``Δ = 0.5``, ``T = 2``,
+``β = β0 = 1``, 2000 test samples. The reference is that protocol written plainly in torch (float32, the
+loss through autograd, ``torch.optim.Adam``, stopped when the float32 loss changes by less than ``1e-7``
+after 100 steps, the published rule). Both sides draw the same data and the same start with attnlab's
+generators and report the training loss in float64 at the end.
+
+Each side runs as a whole Python process (imports, data, training, evaluation: start-up counted) with one
+thread (``OMP_NUM_THREADS=1``, ``torch.set_num_threads(1)``); the sides alternate (reference, ours,
+reference, ours, ...) and each is summarised by the median over ``--runs`` runs of its CPU seconds (user +
+system of the child process, which load from other processes inflates far less than wall time) and of its
+wall seconds. Prints one JSON object: per ``d``, both sides' runs, medians, training losses, steps and the
+ratio reference / ours.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+_COMMON = r"""
+import json, math, sys, time
+import torch
+torch.set_num_threads(1)
+from attnlab.core.seeding import derive_seed, generator
+from attnlab.highdim.data import mp_target, sample
+d = {d}
+n = round(0.5 * d * d)
+lam_tilde = 0.01  # kappa = 1: lambda = lam_tilde
+g = generator(derive_seed(0, "data"))
+S0 = mp_target(d, 0.5, g)
+tr = sample(S0, n, 2, 0.5, 1.0, "seq2lab", g)
+te = sample(S0, 2000, 2, 0.5, 1.0, "seq2lab", g)
+W0 = torch.randn(d, d, generator=generator(derive_seed(0, "init")), dtype=torch.float64)
+"""
+
+_REFERENCE = r"""
+# the published protocol, plainly: float32, autograd, torch's Adam, the absolute stopping rule
+X, y = tr.X.float(), tr.y.float()
+W = W0.float().clone().requires_grad_(True)
+opt = torch.optim.Adam([W], lr=0.1)
+eye = torch.eye(X.shape[1])
+c = math.sqrt(d * d)  # sqrt(p d), p = d
+prev, steps = None, 0
+for steps in range(1, 100000):
+    opt.zero_grad()
+    S = W.T @ W / c
+    Z = (X @ S @ X.transpose(-1, -2) - torch.trace(S) * eye) / math.sqrt(d)
+    loss = ((torch.softmax(Z, -1) - y) ** 2).sum() + lam_tilde * (W ** 2).sum()
+    loss.backward()
+    opt.step()
+    cur = float(loss.detach())
+    if prev is not None and abs(cur - prev) < 1e-7 and steps > 100:
+        break
+    prev = cur
+with torch.no_grad():
+    Wd = W.detach().double()
+    S = Wd.T @ Wd / c
+    I2 = torch.eye(2, dtype=torch.float64)
+    Z = (tr.X @ S @ tr.X.transpose(-1, -2) - torch.trace(S) * I2) / math.sqrt(d)
+    train_loss = float(((torch.softmax(Z, -1) - tr.y) ** 2).sum() + lam_tilde * (Wd ** 2).sum()) / d**2
+    Zt = (te.X @ S @ te.X.transpose(-1, -2) - torch.trace(S) * I2) / math.sqrt(d)
+    test_error = float(((torch.softmax(Zt, -1) - te.y) ** 2).sum((-1, -2)).mean())
+print(json.dumps({"train_loss": train_loss, "test_error": test_error, "steps": steps}))
+"""
+
+_OURS = r"""
+from attnlab.highdim.train import TrainConfig, train_erm
+cfg = TrainConfig.published({config})
+r = train_erm(tr, te, lam=lam_tilde, config=cfg, generator=generator(derive_seed(0, "init")))
+print(json.dumps({{"train_loss": r.train_loss, "test_error": r.test_error, "steps": r.steps}}))
+"""
+
+CONFIGS = {  # keyword arguments of TrainConfig.published
+    "published": "",  # float32 products, float64 sums and parameters
+    "published-f64": 'dtype="float64"',
+}
+
+
+def _run(code: str) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    w0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    wall = time.monotonic() - w0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {**json.loads(out.stdout.strip().splitlines()[-1]), "cpu_s": cpu, "wall_s": wall}
+
+
+def main(argv: list[str]) -> dict:
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--d", type=int, nargs="+", default=[100, 200])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--config", default="published", choices=sorted(CONFIGS))
+    a = ap.parse_args(argv)
+    res: dict = {"config": a.config, "load_before": os.getloadavg(), "by_d": {}}
+    for d in a.d:
+        ref_code = _COMMON.format(d=d) + _REFERENCE
+        our_code = _COMMON.format(d=d) + _OURS.format(config=CONFIGS[a.config])
+        runs: dict[str, list[dict]] = {"reference": [], "ours": []}
+        for _ in range(a.runs):  # interleaved
+            runs["reference"].append(_run(ref_code))
+            runs["ours"].append(_run(our_code))
+        med = {
+            k: {q: statistics.median(r[q] for r in v) for q in ("cpu_s", "wall_s")} for k, v in runs.items()
+        }
+
+        r0, o0 = runs["reference"][0], runs["ours"][0]
+        res["by_d"][d] = {
+            "runs": runs,
+            "median": med,
+            "ratio_cpu": med["reference"]["cpu_s"] / med["ours"]["cpu_s"],
+            "ratio_wall": med["reference"]["wall_s"] / med["ours"]["wall_s"],
+            "train_loss": {"reference": r0["train_loss"], "ours": o0["train_loss"]},
+            "train_loss_rel_diff": (o0["train_loss"] - r0["train_loss"]) / r0["train_loss"],
+            "test_error": {"reference": r0["test_error"], "ours": o0["test_error"]},
+            "steps": {"reference": r0["steps"], "ours": o0["steps"]},
+        }
+        print(f"d={d}: {json.dumps(res['by_d'][d]['median'])} ratio {res['by_d'][d]['ratio_cpu']:.2f}",
+              file=sys.stderr, flush=True)  # fmt: skip
+    res["load_after"] = os.getloadavg()
+    return res
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1:]), indent=1))
