@@ -1,11 +1,14 @@
-"""highdim.interpolation-threshold: the state evolution's onset and the level crossing per d with its 1/d
-extrapolation, the prediction's resolving power, the off-grid and one-d cases, and a real point."""
+"""highdim.interpolation-threshold: the level crossing per d taken to d → ∞ along a χ²-tested a + b/d and
+held against the state evolution's crossing within 2 standard errors (seeds and quadrature), the closed form
+against the state evolution as a numerics part, the prediction's resolving power, the off-grid, too-few-seed
+and too-few-size cases, and a real point."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from attnlab.claims.highdim._common import large_d_estimate
 from attnlab.claims.highdim.interpolation_threshold import CLAIM
 from attnlab.engine.power import resolving_power
 from attnlab.engine.protocol import Row
@@ -18,28 +21,31 @@ ALPHAS = (0.13, 0.145, 0.16, 0.175, 0.19, 0.205)
 SE_ALPHAS = (0.13, 0.14, 0.16, 0.17, 0.18, 0.19, 0.2, 0.21)
 SE_LAMS = (1e-6, 1e-7)
 SIM_ALPHAS = (0.13, 0.15, 0.16, 0.17, 0.18, 0.19, 0.2)
+JITTER = (-0.004, 0.0, 0.004)  # per-seed shifts of the crossing: seed standard error 0.004/√3 per d
 
 
-def _theory_row(onset=A_INTERP, cross=A_INTERP):
+def _theory_row(onset=A_INTERP, cross=A_INTERP, scr=(-0.001, 0.0, 0.001)):
     # the state evolution's data loss: 0.7 (α − α_c)³ above the onset at both λ̃ (in the λ̃ → 0 limit), and
     # below it a residual proportional to λ̃ (not in the limit), so the fit sees only the points above
-    # at the simulations' λ̃ = 1e-5: the same log-linear rise as theirs, crossing the level 3λ̃ at ``cross``
+    # at the simulations' λ̃ = 1e-5, on three scrambles: the same log-linear rise as theirs, crossing the
+    # level 3λ̃ at ``cross + scr[k]``
     data = [[0.7 * (a - onset) ** 3 if a > onset else 3e-3 * lam for a in SE_ALPHAS] for lam in SE_LAMS]
-    at_lam = [3e-5 * np.exp((a - cross) / 0.01) for a in SIM_ALPHAS]
+    at_lam = [[3e-5 * np.exp((a - cross - e) / 0.01) for a in SIM_ALPHAS] for e in scr]
     params = {"side": "theory", "se_alphas": SE_ALPHAS, "se_lams": SE_LAMS, "se_rtol": 0.05, "lam": 1e-5}
     params["se_sim_alphas"] = SIM_ALPHAS
     m = {"alpha_interp": A_INTERP, "se_data_loss": data, "se_lam_sigma": data, "se_converged": True}
-    return Row("t", params, "ok", m | {"se_data_at_lam": at_lam})
+    m |= {"se_data_at_lam_scrambles": at_lam, "se_data_at_lam": np.mean(at_lam, axis=0).tolist()}
+    return Row("t", params, "ok", m)
 
 
-def _rows(shift=0.6, ds=(30, 50), seeds=2, lam=1e-5, onset=A_INTERP):
+def _rows(shift=0.6, ds=(20, 30, 40), jitter=JITTER, lam=1e-5, onset=A_INTERP, cross=A_INTERP):
     # data loss = level · exp((α − α_c(d))/0.01): log-linear, so the crossing of the level is α_c(d)
-    # exactly, with α_c(d) = α_interp + shift/d (a 1/d finite-size shift)
+    # exactly, with α_c(d) = α_interp + shift/d + the seed's jitter (an exact 1/d finite-size shift)
     level = 3 * lam
-    rows = [_theory_row(onset)]
+    rows = [_theory_row(onset, cross)]
     for d in ds:
-        for rep in range(seeds):
-            ac = A_INTERP + shift / d
+        for rep, j in enumerate(jitter):
+            ac = A_INTERP + shift / d + j
             for a in ALPHAS:
                 m = {"alpha_interp": A_INTERP, "data_loss": level * np.exp((a - ac) / 0.01)}
                 rows.append(Row("x", {"alpha": a, "d": d, "rep": rep, "lam": lam, "level": level}, "ok", m))
@@ -48,62 +54,84 @@ def _rows(shift=0.6, ds=(30, 50), seeds=2, lam=1e-5, onset=A_INTERP):
 
 def test_extrapolated_crossing_decides():
     v = CLAIM.decide(_rows())
-    assert v.status == "holds"
-    # exact 1/d shift: the extrapolation returns α_interp to rounding
+    assert v.status == "holds" and v.branch == "crossing gap" and v.parts == {"closed-form": "holds"}
+    # exact 1/d shift with the same jitter at each d: the extrapolation returns α_interp to rounding
     assert v.numbers["alpha_measured"] == pytest.approx(A_INTERP, rel=1e-9)
-    assert v.numbers["mean_crossing_per_d"][0] == pytest.approx(A_INTERP + 0.02, rel=1e-9)
-    assert "extrapolated" in v.note
-    # the simulations' crossing 12% below the state evolution's at their λ̃: fails
-    rows = [r for r in _rows() if r.params.get("side") != "theory"] + [_theory_row(cross=1.12 * A_INTERP)]
-    assert CLAIM.decide(rows).status == "fails"
+    assert v.numbers["mean_crossing_per_d"][0] == pytest.approx(A_INTERP + 0.03, rel=1e-9)
+    # the tolerance: 2 √(se(a)² + se_SE²), se(a) from the weighted fit, se_SE = 0.001/√3 over the scrambles
+    est = large_d_estimate({d: [A_INTERP + 0.6 / d + j for j in JITTER] for d in (20, 30, 40)})
+    tol = 2 * np.hypot(est["se"], 0.001 / np.sqrt(3))
+    assert v.band == pytest.approx(tol / A_INTERP, rel=1e-9)
+    assert v.numbers["alpha_cross_se_stderr"] == pytest.approx(0.001 / np.sqrt(3), rel=1e-9)
+    # the state evolution's crossing moved by 1.2 tolerances: fails through the same branch
+    rows = [r for r in _rows() if r.params.get("side") != "theory"] + [
+        _theory_row(cross=A_INTERP + 1.2 * tol)
+    ]
+    v = CLAIM.decide(rows)
+    assert v.status == "fails" and v.branch == "crossing gap" and v.numbers["gap_over_tol"] > 1
     assert FIGURES[CLAIM.id](_rows())["interpolation"].axes[0].get_xlabel()
 
 
-def test_state_evolution_onset_decides():
+def test_large_d_estimate_by_hand():
+    # seed means 1 + 2/d at d = 10, 20, 40 with equal standard errors: the fit is exact, χ² = 0; a = 1 with
+    # se(a)² = [(AᵀA)⁻¹]₀₀ · se², A = [1, 1/d]
+    per = {d: [1 + 2 / d - 0.1, 1 + 2 / d, 1 + 2 / d + 0.1] for d in (10, 20, 40)}
+    est = large_d_estimate(per)
+    se = 0.1 / np.sqrt(3)
+    A = np.array([[1, 1 / 10], [1, 1 / 20], [1, 1 / 40]])
+    assert est["estimate"] == pytest.approx(1.0, rel=1e-12) and est["chi2"] == pytest.approx(0, abs=1e-18)
+    assert est["se"] == pytest.approx(se * np.sqrt(np.linalg.inv(A.T @ A)[0, 0]), rel=1e-12)
+    # a bend the line cannot follow: the middle size 10 standard errors off, refuted at the 99% quantile
+    per[20] = [v + 10 * se for v in per[20]]
+    bent = large_d_estimate(per)
+    assert bent["refuted"] and "a + b/d" in bent["why"]
+    assert np.isnan(large_d_estimate({10: [1, 2], 20: [1, 2]})["estimate"])
+
+
+def test_state_evolution_onset_is_a_numerics_part():
     v = CLAIM.decide(_rows())
     # an exact cubic onset: the fit returns it and its power to ~1e-8
     assert v.numbers["alpha_se"] == pytest.approx(A_INTERP, rel=1e-7)
     assert v.numbers["se_exponent"] == pytest.approx(3.0, rel=1e-5)
     assert v.numbers["se_alphas_used"] == [a for a in SE_ALPHAS if a > A_INTERP]
-    # the state evolution 3% away from the closed form: fails, though the simulation agrees
-    assert CLAIM.decide(_rows(onset=1.03 * A_INTERP)).status == "fails"
-    assert CLAIM.decide(_rows(onset=1.015 * A_INTERP)).status == "holds"
-    # fewer than three points in the limit: outside
-    few = [r for r in _rows() if r.params.get("side") != "theory"]
-    t = _theory_row()
-    few.append(
-        Row(
-            "t",
-            {**t.params, "se_rtol": 1e-12},
-            "ok",
-            {
-                **t.metrics,
-                "se_data_loss": [
-                    [v * 1.1 for v in t.metrics["se_data_loss"][0]],
-                    t.metrics["se_data_loss"][1],
-                ],
-            },
-        )
-    )
-    assert CLAIM.decide(few).status == "inconclusive"
+    # the state evolution 3% away from the closed form: the part fails, the verdict (simulations) holds
+    v = CLAIM.decide(_rows(onset=1.03 * A_INTERP))
+    assert v.parts == {"closed-form": "fails"} and v.status == "holds"
+    assert CLAIM.decide(_rows(onset=1.015 * A_INTERP)).parts == {"closed-form": "holds"}
     assert CLAIM.decide([r for r in _rows() if r.params.get("side") != "theory"]).status == "inconclusive"
+    # the quick profile runs no λ̃ → 0 scan: no part, the simulations still decide, the prose says n/a
+    rows = _rows()
+    t = rows[0]
+    rows[0] = Row("t", {**t.params, "se_closed_form": False}, "ok", {**t.metrics, "se_data_loss": []})
+    v = CLAIM.decide(rows)
+    assert v.status == "holds" and v.parts == {} and v.numbers["alpha_se"] is None and "n/a" in v.note
+    th = [p for p in CLAIM.points("quick") if p.p.side == "theory"]
+    assert [p.p.se_closed_form for p in th] == [False]
+    assert [p.p.se_closed_form for p in CLAIM.points("full") if p.p.side == "theory"] == [True]
 
 
-def test_power_is_five_percent():
+def test_power():
     pw = resolving_power(CLAIM, _rows())
-    # the state evolution's onset equals α_interp: a prediction 2% low puts it 2.04% above (flips at the
-    # 2% tolerance), one 2% high puts it 1.96% below (holds), 5% high 4.8% below (flips)
-    assert pw.flips["alpha_interp"] == {"+": 0.05, "-": 0.02}
-    # the simulations against the state evolution's crossing at 10%: 10% low gives 11.1% (flips), 10% high
-    # 9.1% (holds), 25% high 20% (flips)
-    assert pw.flips["alpha_cross_se"] == {"+": 0.25, "-": 0.1}
+    band = CLAIM.decide(_rows()).band
+    # the estimate equals the state evolution's crossing: the gap of a prediction moved by ε is ε α_interp,
+    # against a tolerance of band · α_interp, so the first ε beyond the band flips, either way
+    first = min(e for e in (0.01, 0.02, 0.05, 0.10, 0.25, 0.50) if e > band)
+    assert pw.flips["alpha_cross_se"] == {"+": first, "-": first}
+    assert "alpha_interp" not in pw.flips
 
 
-def test_off_grid_and_single_d_are_outside():
-    v = CLAIM.decide(_rows(shift=3.0))  # α_c(30) = 0.25: beyond the grid
+def test_off_grid_few_seeds_and_few_sizes_are_outside():
+    v = CLAIM.decide(_rows(shift=3.0))  # α_c(20) = 0.30: beyond the grid
     assert v.status == "inconclusive" and "grid" in v.regime
-    v = CLAIM.decide(_rows(ds=(30,)))
-    assert v.status == "inconclusive" and "one d" in v.regime
+    v = CLAIM.decide(_rows(ds=(30, 40)))
+    assert v.status == "inconclusive" and ">= 3" in v.regime
+    v = CLAIM.decide(_rows(jitter=(-0.004, 0.004)))
+    assert v.status == "inconclusive" and "seed" in v.regime
+    # a scramble of the state evolution's curve at the simulations' λ̃ unconverged at one α: not decided
+    rows = _rows()
+    rows[0] = Row("t", rows[0].params, "ok", {**rows[0].metrics, "se_unconverged_at_lam": [0.18]})
+    v = CLAIM.decide(rows)
+    assert v.status == "inconclusive" and "did not converge at α = [0.18]" in v.regime
 
 
 def test_grids_straddle_the_threshold():
@@ -115,7 +143,8 @@ def test_grids_straddle_the_threshold():
         )
         al = sorted({p.p.alpha for p in pts})
         assert al[0] < 0.9 * A_INTERP and al[-1] > 1.3 * A_INTERP
-        assert max(np.diff(al)) <= 0.1 * A_INTERP + 1e-12 and len({p.p.d for p in pts}) >= 2
+        assert max(np.diff(al)) <= 0.1 * A_INTERP + 1e-12 and len({p.p.d for p in pts}) >= 3
+        assert min(sum(q.p.d == d and q.p.alpha == al[0] for q in pts) for d in {q.p.d for q in pts}) >= 3
 
 
 def test_real_point_records_the_threshold():

@@ -85,12 +85,16 @@ def se_threshold(row: Row, metric: str, side: str) -> tuple[float, dict]:
     ``metric`` (``se_data_loss`` or ``se_test_error``) holds the scan at each of ``se_lams`` over
     ``se_alphas``; the points where the two smallest λ̃ agree to ``se_rtol`` (in the λ̃ → 0 limit) and the
     value is positive are fitted by a power-law onset on ``side`` (``"above"``: leaves zero above α_c;
-    ``"below"``: reaches zero at α_c from below). NaN when fewer than three points are in the limit.
+    ``"below"``: reaches zero at α_c from below). NaN when fewer than three points are in the limit, or when
+    the row ran no scan (``se_closed_form`` false: the quick profiles leave this numerics check to the full
+    one).
     """
     from attnlab.highdim.se_thresholds import in_limit, power_onset
 
     p, m = row.params, row.metrics
     lams = list(p["se_lams"])
+    if not p.get("se_closed_form", True) or len(m.get(metric) or []) < 2:
+        return float("nan"), {"se_converged": m["se_converged"], "se_scan": "not run"}
     i, j = int(np.argmin(lams)), int(np.argsort(lams)[1])
     small, check = m[metric][i], m[metric][j]
     ok = in_limit(small, check, p["se_rtol"]) & (np.asarray(small) > 0)
@@ -101,3 +105,65 @@ def se_threshold(row: Row, metric: str, side: str) -> tuple[float, dict]:
     on = power_onset(a, np.asarray(small)[ok], side)
     nums.update(se_exponent=on.exponent, se_fit_rms=on.rms)
     return on.alpha, nums
+
+
+#: the trend a + b/d of a finite-size estimate is refuted when its fit's χ² exceeds this quantile
+TREND_QUANTILE = 0.99
+MIN_SIZES = 3  # sizes of d that test a + b/d (two determine it exactly)
+
+
+def large_d_estimate(per_d: dict[int, Sequence[float]]) -> dict[str, Any]:
+    """The d → ∞ value of a quantity measured per seed at several d, with its standard error.
+
+    Per d the seed mean and its standard error (spread between seeds over √seeds); over at least
+    :data:`MIN_SIZES` sizes the weighted least-squares fit ``a + b/d`` (weights the inverse squared standard
+    errors; the O(1/d) finite-size correction) gives ``estimate = a`` and ``se`` = a's standard error from the
+    fit's covariance ``(AᵀWA)⁻¹``, and its χ² (``len(per_d) − 2`` degrees of freedom) tests that trend:
+    ``refuted`` when it exceeds the :data:`TREND_QUANTILE` quantile. With fewer sizes, or a size with no
+    spread between seeds, ``estimate`` is NaN and ``why`` says what is missing.
+    """
+    from scipy.stats import chi2
+
+    ds = sorted(per_d)
+    means = {d: float(np.mean(per_d[d])) for d in ds}
+    ses = {
+        d: float(np.std(per_d[d], ddof=1) / np.sqrt(len(per_d[d]))) if len(per_d[d]) > 1 else 0.0 for d in ds
+    }
+    out: dict[str, Any] = {
+        "means": [means[d] for d in ds],
+        "ses": [ses[d] for d in ds],
+        "estimate": float("nan"),
+        "se": float("nan"),
+        "slope": float("nan"),
+        "chi2": float("nan"),
+        "chi2_limit": float("nan"),
+        "refuted": False,
+        "why": "",
+    }
+    if len(ds) < MIN_SIZES:
+        out["why"] = (
+            f"{len(ds)} size(s) of d; the 1/d trend needs >= {MIN_SIZES} to be tested, not only fitted"
+        )
+        return out
+    if any(ses[d] <= 0 for d in ds):
+        out["why"] = "a size with fewer than two seeds or no spread between them: no weights"
+        return out
+    x = np.array(ds, dtype=float)
+    m = np.array([means[d] for d in ds])
+    w = 1 / np.array([ses[d] for d in ds]) ** 2
+    A = np.stack([np.ones_like(x), 1 / x], axis=1)  # (k, 2)
+    cov = np.linalg.inv(A.T @ (w[:, None] * A))  # (2, 2)
+    coef = cov @ (A.T @ (w * m))
+    c2 = float(np.sum(w * (m - A @ coef) ** 2))
+    limit = float(chi2.ppf(TREND_QUANTILE, len(ds) - 2))
+    out.update(
+        estimate=float(coef[0]),
+        se=float(np.sqrt(cov[0, 0])),
+        slope=float(coef[1]),
+        chi2=c2,
+        chi2_limit=limit,
+        refuted=c2 > limit,
+    )
+    if c2 > limit:
+        out["why"] = f"the seed means do not follow a + b/d (χ² {c2:.1f} > {limit:.1f})"
+    return out
