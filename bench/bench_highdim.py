@@ -353,3 +353,61 @@ def test_default_solve_whole_process(benchmark):
             f"standard errors q {rel['q']:.1e}, test error {rel['test_error']:.1e}, "
             f"training loss {rel['train_loss']:.1e}"
         )
+
+
+# the accuracy study of docs/highdim.md C3 ("Accuracy and error bar"): the four points of the reference
+_ACCURACY_POINTS = [(1e-2, 0.5), (1e-3, 0.3), (1e-4, 0.25), (1e-5, 0.2)]
+_OBS = ("q", "m", "sigma", "test_error", "train_loss")
+
+
+def se_reference(lam: float, alpha: float, rule: str, scrambles: int, nodes: int, seed: int) -> dict:
+    """A many-scramble solve at ``(λ̃, α)`` on ``scrambles`` channels of ``nodes`` nodes of ``rule``
+    (pilot 16384 nodes), with its standard errors and CPU seconds: the references of the accuracy study."""
+    from attnlab.highdim.channel import OutputChannel
+
+    s = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=lam)
+    t = time.process_time()
+    chans = [OutputChannel(s, nodes, seed + k, rule=rule) for k in range(scrambles)]
+    fp = state_evolution(s, alpha, channel=chans, pilot=16384)
+    out = {"cpu_s": time.process_time() - t, "converged": fp.converged, "nodes": chans[0].N}
+    out.update({k: (getattr(fp, k), fp.stderr[k]) for k in _OBS})
+    return out
+
+
+@pytest.mark.benchmark(group="highdim")
+def test_se_accuracy_study(benchmark):
+    # node convergence of the refined solve: for each point and configuration (rule, nodes per scramble,
+    # four scrambles), three repetitions on disjoint seeds: CPU seconds of the solve (process time, one
+    # thread), relative standard errors, and the deviation from the pooled reference (Sobol 16 × 65536 and
+    # product 8 × 147456, inverse-variance weighted) in units of the combined standard error
+    configs = [("sobol", 4096), ("product", 18432), ("product", 36864), ("product", 73728)]
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    for lam, alpha in _ACCURACY_POINTS:
+        refs = [
+            se_reference(lam, alpha, "sobol", 16, 65536, 50000),
+            se_reference(lam, alpha, "product", 8, 147456, 60000),
+        ]
+        pooled = {}
+        for k in _OBS:
+            w = np.array([1 / r[k][1] ** 2 for r in refs])
+            v = np.array([r[k][0] for r in refs])
+            pooled[k] = (float((w * v).sum() / w.sum()), float(w.sum() ** -0.5))
+        print(
+            f"\nλ̃ = {lam:g}, α = {alpha}: reference "
+            + ", ".join(f"{k} {v:.6g} ± {e:.2g}" for k, (v, e) in pooled.items())
+        )
+        s = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=lam)
+        for rule, nodes in configs:
+            for rep in range(3):
+                t = time.process_time()
+                fp = state_evolution(s, alpha, nodes=nodes, seed=100 * rep)
+                cpu = time.process_time() - t
+                dev = {
+                    k: (getattr(fp, k) - pooled[k][0]) / math.hypot(fp.stderr[k], pooled[k][1]) for k in _OBS
+                }
+                rel = {k: fp.stderr[k] / abs(getattr(fp, k)) for k in _OBS}
+                err = {k: abs(getattr(fp, k) / pooled[k][0] - 1) for k in _OBS}
+                print(
+                    f"  {rule} {nodes} seed {100 * rep}: {cpu:.2f} CPU-s, converged {fp.converged}; "
+                    + "; ".join(f"{k} rel.se {rel[k]:.1e} |err| {err[k]:.1e} dev {dev[k]:+.1f}" for k in _OBS)
+                )

@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy import integrate
 
-from attnlab.highdim import OutputChannel, Setting
+from attnlab.highdim import OutputChannel, Setting, state_evolution
 from attnlab.highdim.channel import two_token_test_error
 
 
@@ -60,3 +60,61 @@ def test_gauss_hermite_test_error_against_independent_computations():
     assert two_token_test_error(s, q, m, n=192) == pytest.approx(two_token_test_error(s, q, m), abs=1e-8)
     with pytest.raises(ValueError, match="tokens"):
         two_token_test_error(Setting(tokens=3), q, m)
+
+
+REF = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=0.01)
+
+
+def test_refined_solve_matches_whole_solves():
+    # The refinement reaches each scramble's fixed point by chord steps from one pilot solve; the
+    # independent computation is a whole Newton solve on every scramble (refine=False), on the same four
+    # scrambles of 2048 Sobol nodes. The linearisation about the mean leaves an error of second order in a
+    # scramble's offset (~1e-2 relative here, so ~1e-4 times the curvature), and the rounds stop within 0.2 of
+    # a standard error of the mean map's fixed point: the two agree to a fifth of a standard error, and the
+    # standard errors to 10%.
+    a = state_evolution(REF, 0.5, nodes=2048, scrambles=4)
+    b = state_evolution(REF, 0.5, nodes=2048, scrambles=4, refine=False)
+    assert a.scrambles == b.scrambles == 4 and a.converged and b.converged
+    for k in ("q", "m", "sigma", "train_loss", "s_error"):
+        assert abs(getattr(a, k) - getattr(b, k)) < 0.2 * b.stderr[k], k
+        assert a.stderr[k] == pytest.approx(b.stderr[k], rel=0.1), k
+    # the test error of the refined point is the Gauss–Hermite one at each scramble's (q, m), the whole
+    # solves' the Sobol nodes' own: they differ by the latter's quadrature error, within two standard errors
+    assert abs(a.test_error - b.test_error) < 2 * b.stderr["test_error"]
+
+
+def test_product_rule_against_sobol_at_fixed_order_parameters():
+    # At λ̃ = 1e-3 (nodes with two proximal minima, so a jump in the integrand) the product rule (Sobol label
+    # nodes × 6 × 6 Gauss–Hermite in w) and plain Sobol nodes estimate the same output expectation: four
+    # scrambles of each, the means within four standard errors of their difference (its bias at large Σ,
+    # resolved only by millions of nodes, is measured in docs/highdim.md C3 and sets w_nodes).
+    s = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=1e-3)
+    q, m, sg, a = 2.861, 1.748, 14.886, 0.3
+
+    def hats(rule, seed):
+        ch = OutputChannel(s, 18432, seed=seed, rule=rule)
+        z = ch.z_of(q, m)
+        h, M = ch.prox_best(z, sg)
+        return ch.average(ch.node_terms(q, m, sg, a, z, h, M)).numpy()
+
+    prod = np.array([hats("product", 10 + k) for k in range(4)])
+    sob = np.array([hats("sobol", 20 + k) for k in range(4)])
+    se_p, se_s = prod.std(0, ddof=1) / 2, sob.std(0, ddof=1) / 2
+    assert np.all(np.abs(prod.mean(0) - sob.mean(0)) < 4 * np.hypot(se_p, se_s))
+
+
+def test_product_rule_layout_and_head():
+    ch = OutputChannel(REF, 9216, seed=1)
+    assert ch.rule == "product" and ch.N == 9216 and float(ch.weights.sum()) == pytest.approx(1.0)
+    # Gauss–Hermite weights of the w grid: E w = 0 and E w wᵀ = the projector onto the row space, exactly
+    ww = ch.weights[:, None, None] * ch.w[:, :, None] * ch.w[:, None, :]
+    assert torch.allclose(ww.sum(0), ch._proj, atol=1e-12)
+    # a prefix of whole label nodes is a rule of its own, the same as a channel of that many nodes
+    h = ch.head(4096)
+    small = OutputChannel(REF, 4096, seed=1, rule="product")
+    assert h.N == small.N == 4068 and torch.equal(h.v, small.v) and torch.equal(h.weights, small.weights)
+    assert OutputChannel(REF, 4096).rule == "sobol"  # too few label nodes for the product rule
+    with pytest.raises(ValueError, match="rule"):
+        OutputChannel(Setting(tokens=3), 9216, rule="product")
+    with pytest.raises(ValueError, match="rule"):
+        OutputChannel(REF, 9216, rule="gauss")

@@ -18,9 +18,27 @@ import torch
 from attnlab.core.validation import check_int
 from attnlab.highdim.setting import Setting
 
-__all__ = ["OutputChannel", "flat_to_matrix", "flat_to_matrix_map", "one_thread", "two_token_test_error"]
+__all__ = [
+    "OutputChannel",
+    "flat_to_matrix",
+    "flat_to_matrix_map",
+    "layout",
+    "w_nodes",
+    "one_thread",
+    "two_token_test_error",
+]
 
 _DTYPE = torch.float64
+_PRODUCT_LABELS = 256  # "auto" takes the product rule from this many label nodes on
+
+
+def w_nodes(setting: Setting) -> int:
+    """Gauss–Hermite nodes per dimension of ``w`` in the product rule (docs/highdim.md C3, "Accuracy").
+
+    The integrand in ``w`` jumps where the two proximal minima tie, more so at large Σ: at λ̃ = 1e-4,
+    α = 0.25 (Σ ≈ 61) six nodes leave a bias of 1.6e-4 on Σ̂ (5.7 standard errors of 8.4 million Sobol
+    nodes on ``G_q``) and twelve none that those resolve; at λ̃ ≥ 1e-3 six show none at 1e-4."""
+    return 6 if setting.lam >= 1e-3 else 12
 
 
 @contextlib.contextmanager
@@ -33,6 +51,18 @@ def one_thread():
         yield
     finally:
         torch.set_num_threads(n)
+
+
+def layout(setting: Setting, nodes: int, rule: str = "auto") -> tuple[str, int]:
+    """The rule (``"sobol"`` or ``"product"``) and the number of nodes :class:`OutputChannel` uses for
+    ``nodes`` requested nodes."""
+    if rule == "auto":  # the product rule needs enough label nodes to beat Sobol (docs/highdim.md C3)
+        big = setting.tokens == 2 and nodes >= _PRODUCT_LABELS * w_nodes(setting) ** 2
+        rule = "product" if big else "sobol"
+    if rule == "product":
+        k = w_nodes(setting) ** 2
+        return rule, max(2, nodes // k) * k
+    return rule, nodes
 
 
 def flat_to_matrix_map(T: int) -> torch.Tensor:
@@ -64,14 +94,28 @@ class OutputChannel:
     ----------
     setting : Setting
     nodes : int
-        Number of quasi-random nodes (a power of 2 is best for Sobol).
+        Number of nodes (a power of 2 is best for Sobol; the product rule uses ``nodes // n²`` label nodes,
+        at least 2, times the ``n²`` nodes of its grid, ``n`` = :func:`w_nodes`).
     seed : int
         Scrambling seed of the Sobol sequence.
+    rule : "auto", "sobol" or "product"
+        ``"sobol"``: every Gaussian coordinate on scrambled Sobol nodes, equal weights. ``"product"`` (T = 2
+        only): the label coordinates ``v`` on scrambled Sobol nodes and the coordinates ``w`` of ``z``
+        independent of the labels on an ``n × n`` Gauss–Hermite grid for each of them, the nodes weighted
+        (``weights``). The integrand is rough in ``v`` and smooth in ``w`` (docs/highdim.md C3, "Accuracy"),
+        so the product rule's error is about a third to a quarter of Sobol's at the same number of nodes.
+        ``"auto"`` (default): the product rule at T = 2 from 256 label nodes on (9216 nodes at
+        λ̃ ≥ 1e-3, 36864 below), Sobol otherwise.
     """
 
-    def __init__(self, setting: Setting, nodes: int = 4096, seed: int = 0):
+    def __init__(self, setting: Setting, nodes: int = 4096, seed: int = 0, rule: str = "auto"):
         self.s = setting
         nodes = check_int("nodes", nodes, min=16)
+        if rule not in ("auto", "sobol", "product"):
+            raise ValueError(f"rule: expected 'auto', 'sobol' or 'product', got {rule!r}")
+        if rule == "product" and setting.tokens != 2:
+            raise ValueError(f"rule: 'product' needs tokens = 2, got tokens = {setting.tokens}")
+        self.rule = rule = layout(setting, nodes, rule)[0]
         T, K = setting.tokens, setting.K
         self.L = flat_to_matrix_map(T)  # (T², K)
         self._Lrows = self.L.reshape(T, T, K)  # (T, T, K) [row a, column c, k]
@@ -88,12 +132,32 @@ class OutputChannel:
         self.rank = r = basis.shape[1]
         self.basis = basis
         self._proj = basis @ basis.T  # (K, K) projector onto the row space of C
-        eng = torch.quasirandom.SobolEngine(3 * r, scramble=True, seed=seed)
-        u = eng.draw(nodes, dtype=_DTYPE).clamp(1e-12, 1 - 1e-12)  # (N, 3r)
-        g = math.sqrt(2.0) * torch.erfinv(2 * u - 1)  # (N, 3r) standard normals
         # v: ζ/σ_ζ; w: the part of z independent of ζ, per unit; u: the part of z* independent of (ζ, z),
         # used only by :meth:`clean_test_error` (the output equations take its conditional mean, 0)
-        self.v, self.w, self.u = (g[:, i * r : (i + 1) * r] @ basis.T for i in range(3))  # (N, K) each
+        self.weights: torch.Tensor | None = None  # (N,) summing to 1; None: equal weights
+        if rule == "sobol":
+            eng = torch.quasirandom.SobolEngine(3 * r, scramble=True, seed=seed)
+            u = eng.draw(nodes, dtype=_DTYPE).clamp(1e-12, 1 - 1e-12)  # (N, 3r)
+            g = math.sqrt(2.0) * torch.erfinv(2 * u - 1)  # (N, 3r) standard normals
+            self.v, self.w, self.u = (g[:, i * r : (i + 1) * r] @ basis.T for i in range(3))  # (N, K) each
+        else:
+            nw = w_nodes(setting)
+            nv = max(2, nodes // nw**2)
+            eng = torch.quasirandom.SobolEngine(2 * r, scramble=True, seed=seed)
+            u = eng.draw(nv, dtype=_DTYPE).clamp(1e-12, 1 - 1e-12)  # (nv, 2r): v and u
+            g = math.sqrt(2.0) * torch.erfinv(2 * u - 1)
+            x, wx = _hermite(nw)
+            gw = torch.stack(torch.meshgrid(x, x, indexing="ij"), -1).reshape(-1, 2)  # (n², 2)
+            ww = (wx[:, None] * wx[None, :]).reshape(-1)  # (n²,)
+            k = gw.shape[0]
+            # node i·n² + j: label node i, Gauss–Hermite node j (label-major, so a prefix is a rule)
+            self.v = (g[:, :r] @ basis.T).repeat_interleave(k, 0)  # (N, K)
+            self.u = (g[:, r:] @ basis.T).repeat_interleave(k, 0)
+            self.w = (gw @ basis.T).repeat(nv, 1)
+            self._wgh = ww
+            self.weights = ww.repeat(nv) / nv
+            nodes = nv * k
+            self.N = nodes
         q0 = setting.q0
         self._c2 = setting.noise / 2  # variance of the label noise on each teacher logit
         self._sn = math.sqrt(q0 + self._c2)  # standard deviation of a noisy teacher logit
@@ -146,10 +210,21 @@ class OutputChannel:
         n = check_int("n", n, min=16, max=self.N)
         out = object.__new__(OutputChannel)
         out.__dict__.update(self.__dict__)
-        for k in ("v", "w", "u", "y", "_target"):
-            setattr(out, k, getattr(self, k)[:n])
+        if self.weights is not None:  # whole label nodes (n² nodes each), at least 2
+            k = self._wgh.shape[0]
+            nv = max(2, n // k)
+            n = nv * k
+            out.weights = self._wgh.repeat(nv) / nv
+        for key in ("v", "w", "u", "y", "_target"):
+            setattr(out, key, getattr(self, key)[:n])
         out.N = n
         return out
+
+    def average(self, t: torch.Tensor) -> torch.Tensor:
+        """The rule's estimate of the expectation of per-node values ``t`` (N, ...): their weighted mean."""
+        if self.weights is None:
+            return t.mean(0)
+        return torch.tensordot(self.weights, t, dims=([0], [0]))
 
     def _softmax(self, v: torch.Tensor, beta: float) -> torch.Tensor:
         A = (v @ self.L.T).reshape(-1, self.T, self.T)  # (N, T, T)
@@ -338,7 +413,7 @@ class OutputChannel:
         z = self.z_of(q, m)
         h, M = self.prox_best(z, sigma) if h0 is None else self.prox(z, sigma, h0=h0)
         t = self.node_terms(q, m, sigma, alpha, z, h, M)  # (N, 4)
-        qh, mh, sh, EM = (float(v) for v in t.mean(0))
+        qh, mh, sh, EM = (float(v) for v in self.average(t))
         return qh, mh, sh, EM, h
 
     def node_terms(
@@ -371,7 +446,7 @@ class OutputChannel:
     def test_error(self, q: float, m: float) -> float:
         """``E‖σ_β0(z0) − σ_β(z)‖²`` with noisy ``z0`` (same nodes)."""
         z = self.z_of(q, m)
-        return float(((self.y - self._softmax(z, self.s.beta)) ** 2).sum(-1).mean())
+        return float(self.average(((self.y - self._softmax(z, self.s.beta)) ** 2).sum(-1)))
 
     def clean_test_error(self, q: float, m: float) -> float:
         """As :meth:`test_error` against noiseless labels ``σ_β0(z*)``."""
@@ -382,7 +457,7 @@ class OutputChannel:
         tau2 = max(self.s.q0 * self._c2 / self._sn**2 - bw * bw, 0.0)
         zstar = self.zstar_mean(q, m) + math.sqrt(tau2) * self.u
         y0 = self._softmax(zstar, self.s.beta0)
-        return float(((y0 - self._softmax(z, self.s.beta)) ** 2).sum(-1).mean())
+        return float(self.average(((y0 - self._softmax(z, self.s.beta)) ** 2).sum(-1)))
 
 
 def two_token_test_error(setting: Setting, q: float, m: float, n: int = 256) -> float:

@@ -102,8 +102,9 @@ class _Map:
             tB = ch.node_terms(q, m, sg, self.alpha, zD, hB, MB, rows=mix.rows)  # (k, 4)
             terms = terms.clone()
             terms[mix.rows] = (1 - mix.w) * terms[mix.rows] + mix.w * tB
-            gap = float((MB - M[mix.rows]).sum())
-        qh, mh, sh, EM = (float(v) for v in terms.mean(0))
+            d = MB - M[mix.rows]
+            gap = float(d.sum() if ch.weights is None else (ch.weights[mix.rows] * d).sum())
+        qh, mh, sh, EM = (float(v) for v in ch.average(terms))
         if not (qh > 0 and mh > 0 and sh > 0 and all(map(math.isfinite, (qh, mh, sh)))):
             return None
         try:

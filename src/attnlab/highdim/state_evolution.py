@@ -23,6 +23,7 @@ from attnlab.highdim.channel import flat_to_matrix_map as flat_to_matrix_map
 from attnlab.highdim.fixed_point import FixedPoint, Stability, prior_equations, solve_anderson, solve_damped
 from attnlab.highdim.learned_spectrum import PredictedSpectrum, predicted_spectrum
 from attnlab.highdim.newton import solve_newton
+from attnlab.highdim.refine import refine as _refine
 from attnlab.highdim.setting import Setting, lam_from_lam_tilde, lam_tilde_from_lam
 from attnlab.highdim.spectra import J_and_derivatives
 
@@ -45,6 +46,10 @@ __all__ = [
 ]
 
 
+#: the default nodes per scramble, scrambles and pilot nodes of :func:`state_evolution`
+NODES, SCRAMBLES, PILOT = 73728, 4, 4096
+
+
 def state_evolution(
     setting: Setting,
     alpha: float,
@@ -54,11 +59,13 @@ def state_evolution(
     damping: float = 0.3,
     tol: float = 1e-6,
     max_iter: int = 500,
-    nodes: int = 4096,
+    nodes: int = NODES,
     seed: int = 0,
     channel: OutputChannel | Sequence[OutputChannel] | None = None,
     method: str = "newton",
-    scrambles: int = 4,
+    scrambles: int = SCRAMBLES,
+    pilot: int = PILOT,
+    refine: bool = True,
 ) -> FixedPoint:
     """Solve the state-evolution equations of docs/highdim.md C3 at sample ratio ``α = n/d²``.
 
@@ -93,7 +100,10 @@ def state_evolution(
     max_iter : int
         Iteration cap (map evaluations; ``converged`` is False when reached).
     nodes : int
-        Number of quasi-random nodes of the output expectation in each scramble.
+        Number of nodes of the output expectation in each scramble (:class:`OutputChannel`: at T = 2 and
+        from 256 label nodes on, scrambled Sobol label nodes times an ``n × n`` Gauss–Hermite grid, ``n`` 6
+        at λ̃ ≥ 1e-3 and 12 below, else scrambled Sobol nodes). The default, 73728 nodes on each of four
+        scrambles, is the accuracy study's choice (docs/highdim.md C3, "Accuracy and error bar").
     seed : int
         Scrambling seed of the first set of nodes (the others: ``seed + 1``, …).
     channel : OutputChannel or a sequence of them, optional
@@ -104,6 +114,15 @@ def state_evolution(
         ones warm-started from the first) and the reported point is their average, with the quadrature's
         standard error (spread over √scrambles, randomised quasi-Monte Carlo) in ``FixedPoint.stderr``.
         A multi-start solve chooses its fixed point on the first set. 1: one set, no error bar.
+    pilot : int
+        With ``refine``: the nodes of the pilot solve (the first ``pilot`` nodes of the first scramble).
+    refine : bool
+        With two or more scrambles: True (the default) solves the fixed point once, on ``pilot`` nodes, and
+        reaches each scramble's fixed point by chord steps of Newton's method from there, all scrambles'
+        nodes in one batch (:mod:`attnlab.highdim.refine`; the test error at T = 2 by a Gauss–Hermite rule);
+        the reported point and its standard errors are those of the scrambles' fixed points, as with whole
+        solves, at a fraction of their cost. False: a whole solve on every scramble. A refinement that
+        fails (the map undefined on the way, or not settling) falls back on whole solves.
     method : "newton", "anderson" or "damped"
         The iteration: Newton's method on the order parameters with a difference Jacobian, an approach on
         an eighth of the nodes and warm-started proximal steps checked against cold starts at convergence
@@ -125,6 +144,23 @@ def state_evolution(
         chans = list(channel)
         if not chans or not all(isinstance(c, OutputChannel) for c in chans):
             raise ValueError("channel: expected an OutputChannel or a non-empty sequence of them")
+    pilot = check_int("pilot", pilot, min=16)
+    if len(chans) > 1 and refine:
+        lead = chans[0].head(min(pilot, chans[0].N))
+        first = _state_evolution_one(
+            setting, alpha, init, starts, damping, tol, max_iter, nodes, seed, lead, method
+        )
+        with one_thread():
+            fps = _refine(setting, first.alpha, first, chans, tol)
+        if fps is not None:
+            avg = average_fixed_points(fps)
+            return replace(
+                avg,
+                rank_fraction=J_and_derivatives(setting.spectrum, avg.delta, avg.eps).mass,
+                iterations=fps[0].iterations,
+                converged=first.converged,
+                max_rel_change=first.max_rel_change,
+            )
     first = _state_evolution_one(
         setting, alpha, init, starts, damping, tol, max_iter, nodes, seed, chans[0], method
     )
@@ -140,7 +176,9 @@ def state_evolution(
     return replace(avg, rank_fraction=J_and_derivatives(setting.spectrum, avg.delta, avg.eps).mass)
 
 
-def channels(setting: Setting, nodes: int = 4096, seed: int = 0, scrambles: int = 4) -> list[OutputChannel]:
+def channels(
+    setting: Setting, nodes: int = NODES, seed: int = 0, scrambles: int = SCRAMBLES
+) -> list[OutputChannel]:
     """``scrambles`` independently scrambled node sets (seeds ``seed``, ``seed + 1``, …) of ``nodes`` nodes
     each: what :func:`state_evolution` solves on by default."""
     scrambles = check_int("scrambles", scrambles, min=1)
@@ -305,7 +343,9 @@ def sweep(
     prev: FixedPoint | None = None
 
     def chans(s: Setting):
-        return channels(s, kwargs.get("nodes", 4096), kwargs.get("seed", 0), kwargs.get("scrambles", 4))
+        return channels(
+            s, kwargs.get("nodes", NODES), kwargs.get("seed", 0), kwargs.get("scrambles", SCRAMBLES)
+        )
 
     # the channels carry the scrambles; nodes and seed go on to each solve as to a direct one
     kwargs = {k: v for k, v in kwargs.items() if k != "scrambles"}
