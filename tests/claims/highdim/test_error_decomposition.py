@@ -1,12 +1,14 @@
 """highdim.error-decomposition: each part against its own prediction with a tolerance from the spread of the
 theory's draws, the resolving power per part, α whose total is off the state evolution left undecided, the
-sum and the test-error reading reported, and a real point on a power-law target."""
+sum and the test-error reading reported, the scrambled-error control, and a real point on a power-law
+target."""
 
 from __future__ import annotations
 
 import pytest
 
 from attnlab.claims.highdim.error_decomposition import CLAIM, PARTS
+from attnlab.engine.points import Point
 from attnlab.engine.power import resolving_power
 from attnlab.engine.protocol import Row
 from attnlab.report.figures.highdim import FIGURES
@@ -14,11 +16,11 @@ from attnlab.report.figures.highdim import FIGURES
 PRED = {"over": 0.058, "under": 0.056, "approx": 0.075, "rotation": 0.036}
 
 
-def _rows(factor=1.0, part_off=None, off=1.0, seeds=3):
+def _rows(factor=1.0, part_off=None, off=1.0, seeds=3, control="", alphas=(0.3, 0.5)):
     # each part's draws spread by 2% of the part: with 3 seeds and 8 draws the tolerance is
     # 2 × 0.02 × √(1/3 + 1/24) + 0.05 = 7.4% of the part
     rows = []
-    for a in (0.3, 0.5):
+    for a in alphas:
         for rep in range(seeds):
             m = {f"pred_{k}": v for k, v in PRED.items()} | {"pred_total": sum(PRED.values())}
             m |= {f"sd_{k}": 0.02 * v for k, v in PRED.items()}
@@ -27,7 +29,8 @@ def _rows(factor=1.0, part_off=None, off=1.0, seeds=3):
             m |= meas | {"total": total, "parts_sum": total, "n_recovered": 3, "draws": 8}
             m |= {"se_s_error": sum(PRED.values()), "e1": 0.09}
             m |= {f"e1_{k}": 0.4 * v for k, v in meas.items()}
-            rows.append(Row("x", {"alpha": a, "d": 100, "rep": rep}, "ok", m))
+            extra = {"control": control} if control else {}
+            rows.append(Row("x", {"alpha": a, "d": 100, "rep": rep} | extra, "ok", m))
     return rows
 
 
@@ -66,3 +69,29 @@ def test_real_point_on_a_power_law_target():
     assert m["parts_sum"] == pytest.approx(m["total"], rel=1e-10) and m["n_recovered"] >= 1
     assert m["pred_total"] == pytest.approx(sum(m[f"pred_{k}"] for k in PARTS), rel=1e-10)
     assert m["e0"] > 0 and all(f"e1_{k}" in m for k in PARTS)
+
+
+def test_scrambled_error_control_fails_through_the_part_gap():
+    # the control's parts: the same total, moved from the hidden diagonal to the off-diagonal blocks
+    name, c = next(iter(CLAIM.controls.items()))
+    assert c.expect == "fails" and dict(c.set) == {"error_frame": "scrambled", "alpha": 0.5}
+    ctrl = []
+    for r in _rows(control=name, alphas=(0.5,)):  # half the under part moved to the over part
+        m = dict(r.metrics)
+        m["over"], m["under"] = m["over"] + m["under"] / 2, m["under"] / 2
+        ctrl.append(Row("x", r.params, "ok", m))
+    rows = _rows() + ctrl
+    pw = resolving_power(CLAIM, rows)
+    got = pw.controls[name]
+    assert got["got"] == "fails" and got["same_branch"] and got["branch"] == "part gap"
+
+
+def test_scrambled_frame_keeps_the_total_and_moves_the_parts():
+    ov = {"d": 12, "max_steps": 40, "draws": 2, "alpha": 0.5}
+    test = next(p for p in CLAIM.points("quick", overrides=ov) if not p.control)
+    # the control's own point has its own seed (another ERM run): the same run with the frame scrambled
+    twin = Point(test.claim_id, test.profile, {**test.params, "error_frame": "scrambled"}, test.seed,
+                 test.version, test.device, test.params_cls)  # fmt: skip
+    a, b = CLAIM.run(test).metrics, CLAIM.run(twin).metrics
+    # ‖Q E Qᵀ‖ = ‖E‖: the total is the same to rounding, the parts are not
+    assert b["total"] == pytest.approx(a["total"], rel=1e-10) and b["under"] != pytest.approx(a["under"])
