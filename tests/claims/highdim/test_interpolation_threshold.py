@@ -59,7 +59,7 @@ def test_extrapolated_crossing_decides():
     assert v.numbers["alpha_measured"] == pytest.approx(A_INTERP, rel=1e-9)
     assert v.numbers["mean_crossing_per_d"][0] == pytest.approx(A_INTERP + 0.03, rel=1e-9)
     # the tolerance: 2 √(se(a)² + se_SE²), se(a) from the weighted fit, se_SE = 0.001/√3 over the scrambles
-    est = large_d_estimate({d: [A_INTERP + 0.6 / d + j for j in JITTER] for d in (20, 30, 40)})
+    est = large_d_estimate({d: [A_INTERP + 0.6 / d + j for j in JITTER] for d in (20, 30, 40)}, pooled=True)
     tol = 2 * np.hypot(est["se"], 0.001 / np.sqrt(3))
     assert v.band == pytest.approx(tol / A_INTERP, rel=1e-9)
     assert v.numbers["alpha_cross_se_stderr"] == pytest.approx(0.001 / np.sqrt(3), rel=1e-9)
@@ -86,6 +86,13 @@ def test_large_d_estimate_by_hand():
     bent = large_d_estimate(per)
     assert bent["refuted"] and "a + b/d" in bent["why"]
     assert np.isnan(large_d_estimate({10: [1, 2], 20: [1, 2]})["estimate"])
+    # pooled: one spread for every size, √(Σ within-size squares / Σ (n − 1)); a size whose seeds agree
+    # exactly no longer has standard error 0
+    per = {10: [0.9, 1.0, 1.1], 20: [1.0, 1.0, 1.0], 40: [0.95, 1.0, 1.05]}
+    pooled = large_d_estimate(per, pooled=True)
+    s = np.sqrt((0.02 + 0.0 + 0.005) / 6)
+    assert pooled["ses"] == pytest.approx([s / np.sqrt(3)] * 3, rel=1e-12)
+    assert "no spread" in large_d_estimate(per)["why"]
 
 
 def test_state_evolution_onset_is_a_numerics_part():

@@ -1,12 +1,14 @@
 """highdim.outliers-generalisation: the error falls with each outlier kept (ERM and theory) by the predicted
-gain ratio within the band of its seeds' spread, the gain as a prediction that flips it, the scrambled-outlier
-control failing through the same branch, thin data left inconclusive, and one real point."""
+gain ratio, taken to d → ∞ along a χ²-tested a + b/d over three d within the band of its seeds, the gain as a
+prediction that flips it, the scrambled-outlier control failing through the same branch, thin data and a
+refuted trend left inconclusive, and one real point."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from attnlab.claims.highdim import CLAIMS
+from attnlab.claims.highdim._common import large_d_estimate
 from attnlab.claims.highdim.outliers_generalisation import CLAIM
 from attnlab.engine.power import resolving_power
 from attnlab.engine.protocol import Row
@@ -18,38 +20,51 @@ def _errors(k, step, base=0.3):
 
 
 SPREAD = (-0.01, 0.0, 0.01)  # the ERM's gain per seed: 1% below, at and above its mean
+DS = (30, 40, 60)
 
 
-def _rows(ks=(1, 2, 3), sim_step=0.01, control="", draws_spread=1e-4, seeds=3):
+def _rows(ks=(1, 2, 3), sim_step=0.01, control="", draws_spread=1e-4, seeds=3, ds=DS, short=0.0):
+    """ERM gain ``sim_step (1 − short·40/d)`` per outlier against the theory's 0.01: a ratio
+    ``1 − 40 short/d`` (a 1/d shortfall vanishing at large d), times ``1 + SPREAD[seed]``."""
     rows = []
-    for a, k in zip((0.06, 0.15, 0.4), ks):
-        # eight theory draws whose gains spread by about ``draws_spread``
-        draws = np.array([_errors(k, 0.01 + draws_spread * (i - 3.5) / max(k, 1)) for i in range(8)])
-        m = {"k": k, "outliers_sim": k, "test_error_theory": 0.2, "test_error_sim": 0.21}
-        for rep in range(seeds):
-            params = {"alpha": a, "d": 60, "rep": rep} | ({"control": control} if control else {})
-            arrays = {"e_sim": _errors(k, sim_step * (1 + SPREAD[rep])), "e_theory_draws": draws}
-            rows.append(Row("x", params, "ok", m, None, 0.0, arrays))
+    for d in ds:
+        for a, k in zip((0.06, 0.15, 0.4), ks):
+            # eight theory draws whose gains spread by about ``draws_spread``
+            draws = np.array([_errors(k, 0.01 + draws_spread * (i - 3.5) / max(k, 1)) for i in range(8)])
+            m = {"k": k, "outliers_sim": k, "test_error_theory": 0.2, "test_error_sim": 0.21}
+            for rep in range(seeds):
+                params = {"alpha": a, "d": d, "rep": rep} | ({"control": control} if control else {})
+                step = sim_step * (1 - short * 40 / d) * (1 + SPREAD[rep])
+                arrays = {"e_sim": _errors(k, step), "e_theory_draws": draws}
+                rows.append(Row("x", params, "ok", m, None, 0.0, arrays))
     return rows
 
 
+def _band(short=0.0, sim_step=0.01):
+    # the extrapolation of the seeds' ratios by hand: the draws' mean gain per outlier is 0.01 exactly
+    per = {d: [sim_step / 0.01 * (1 - short * 40 / d) * (1 + e) for e in SPREAD] for d in DS}
+    return large_d_estimate(per, pooled=True)
+
+
 def test_holds_when_each_outlier_lowers_the_error_by_the_predicted_gain():
-    v = CLAIM.decide(_rows())
+    v = CLAIM.decide(_rows(short=0.1))
     assert v.status == "holds" and v.numbers["falls_sim"] and v.numbers["alphas_tested"] == 3
-    assert v.branch == "gain ratio" and v.numbers["seeds"] == 3
-    # the seeds' ratios are 0.99, 1, 1.01 at every α: mean 1, spread 0.01 (pooled over α, by hand)
-    assert abs(v.numbers["gain_ratio_a0.4"] - 1) < 1e-12
-    assert abs(v.numbers["ratio_spread"] - 0.01) < 1e-12
-    assert abs(v.band - (2 * 0.01 / np.sqrt(3) + 0.10)) < 1e-12  # the seeds' band + the finite-d allowance
+    assert v.branch == "gain ratio" and v.numbers["seeds"] == 3 and v.numbers["ds"] == list(DS)
+    # a 1/d shortfall (10% at d = 40): the extrapolation removes it; the band is 2 se(a) from the seeds alone
+    est = _band(short=0.1)
+    assert abs(est["estimate"] - 1) < 0.004 and abs(v.numbers["gain_ratio_a0.4"] - est["estimate"]) < 1e-12
+    assert abs(v.band - 2 * est["se"]) < 1e-12 and v.numbers["gain_ratio_a0.4_d40"] < 0.92
     assert FIGURES[CLAIM.id](_rows() + _rows(control="scrambled", sim_step=-0.01))
 
 
 def test_fails_when_outliers_do_not_help_or_the_gain_is_off():
-    assert CLAIM.decide(_rows(sim_step=-0.01)).status == "fails"  # error rising with each outlier
-    # a gain 15% above the prediction: the seed mean is 1.15 against 2 × 0.0115/√3 + 10% = 11.3%
-    v = CLAIM.decide(_rows(sim_step=0.0115))
+    v = CLAIM.decide(_rows(sim_step=-0.01))  # error rising with each outlier
     assert v.status == "fails" and v.branch == "gain ratio"
-    assert CLAIM.decide(_rows(sim_step=0.0108)).status == "holds"  # 8% above: inside
+    # a gain 4 band-widths above the prediction at every d: fails through the gain ratio
+    b = 2 * _band()["se"]
+    v = CLAIM.decide(_rows(sim_step=0.01 * (1 + 4 * b)))
+    assert v.status == "fails" and v.branch == "gain ratio"
+    assert CLAIM.decide(_rows(sim_step=0.01 * (1 + 0.5 * b))).status == "holds"  # half a band: inside
 
 
 def test_the_fall_is_read_on_the_seed_mean():
@@ -57,7 +72,7 @@ def test_the_fall_is_read_on_the_seed_mean():
     # gain taken one outlier earlier), the seed mean still falls; every seed flat there: the mean does not
     # fall while the gain is unchanged, and the fall decides
     rows = _rows()
-    flat = [r for r in rows if r.params["alpha"] == 0.4]
+    flat = [r for r in rows if r.params["alpha"] == 0.4 and r.params["d"] == 60]
     e = np.asarray(flat[0].arrays["e_sim"]).copy()
     e[-2] = e[-1]
     rows[rows.index(flat[0])] = Row(
@@ -76,8 +91,12 @@ def test_the_fall_is_read_on_the_seed_mean():
 def test_the_gain_prediction_flips_it_and_the_control_fails_through_the_same_branch():
     rows = _rows() + _rows(control="scrambled", sim_step=-0.005)
     pw = resolving_power(CLAIM, rows)
-    # band 2 × 0.01/√3 + 10% = 11.2% of the gain: a 10% shift stays inside (ratio 1/1.1, 1/0.9), 25% flips
-    assert pw.flips["gain"]["+"] == 0.25 and pw.flips["gain"]["-"] == 0.25
+    # the ratio sits at 1 with a band 2 se(a): a prediction moved by ε moves it to 1/(1 ± ε), so the first ε
+    # whose shift exceeds the band flips, either way
+    band = 2 * _band()["se"]
+    eps = (0.01, 0.02, 0.05, 0.10, 0.25, 0.50)
+    assert pw.flips["gain"]["+"] == min(e for e in eps if 1 - 1 / (1 + e) > band)
+    assert pw.flips["gain"]["-"] == min(e for e in eps if 1 / (1 - e) - 1 > band)
     # the scrambled control: its error rises, its gain ratio is negative: it fails through the gain ratio
     c = pw.controls["scrambled"]
     assert c["got"] == "fails" and c["as_designed"] and c["same_branch"]
@@ -88,6 +107,17 @@ def test_thin_data_is_inconclusive_and_registered():
     assert v.status == "inconclusive" and "two α" in v.regime
     v = CLAIM.decide(_rows(seeds=2))  # two seeds cannot measure the spread the band is made of
     assert v.status == "inconclusive" and "seeds" in v.regime
+    v = CLAIM.decide(_rows(ds=(40, 60)))  # two sizes fit a + b/d exactly: the trend is not tested
+    assert v.status == "inconclusive" and ">= 3" in v.regime
+
+    # a middle size whose gain is 30% short while the others agree: not a + b/d, inconclusive
+    def short(r):
+        e = 0.3 + 0.7 * (np.asarray(r.arrays["e_sim"]) - 0.3)  # the gain 30% short
+        return Row("x", r.params, "ok", r.metrics, None, 0.0, {**r.arrays, "e_sim": e})
+
+    rows = [short(r) if r.params["d"] == 40 else r for r in _rows()]
+    v = CLAIM.decide(rows)
+    assert v.status == "inconclusive" and "a + b/d" in v.regime
     assert CLAIM in CLAIMS
 
 
