@@ -70,7 +70,7 @@ def test_holds_when_all_readings_agree():
     assert v.numbers["se_exponent"] == pytest.approx(2.0, rel=1e-5)
     assert v.numbers["alpha_cross_se"] == pytest.approx(APR, rel=1e-9)
     # the band: 2 √(se(a)² + se_SE²), se_SE = 0.0005/√3 over the three scrambles
-    est = large_d_estimate({d: [APR + 0.3 / d + j for j in JITTER] for d in (20, 30, 40)})
+    est = large_d_estimate({d: [APR + 0.3 / d + j for j in JITTER] for d in (20, 30, 40)}, pooled=True)
     assert v.band == pytest.approx(2 * np.hypot(est["se"], 0.0005 / np.sqrt(3)) / APR, rel=1e-9)
     assert v.numbers["side_by_side_ratio_min"] > 10 and v.numbers["no_recovery_below_bo"]
     assert "between the thresholds" in v.note

@@ -18,12 +18,13 @@ loss (:func:`~attnlab.highdim.se_thresholds.data_loss`) at the points where it h
 ``A (α − α_c)^p`` (:func:`~attnlab.highdim.se_thresholds.power_onset`): α_c is the state evolution's
 threshold, a computation independent of the closed form except for the function J.
 
-Verdict rule (the simulations decide, grade evidence): at least three seeds at each of at least three d;
-the seed means of the crossing per d are taken to d → ∞ along ``a + b/d`` by a weighted fit whose χ² tests
-that trend (:func:`attnlab.claims.highdim._common.large_d_estimate`; refuted at the 99% quantile:
-inconclusive), and the estimate ``a`` is held against the prediction ``alpha_cross_se``, the state
-evolution's crossing of the same level at the simulations' λ̃ (at a finite λ̃ the onset is a crossover: at
-λ̃ = 1e-5 the state evolution's data loss crosses 3λ̃ at α ≈ 0.18, 17% above α_interp, so a fixed level read
+Verdict rule (the simulations decide, grade evidence): at least three seeds at each of at least three d; the
+seed means of the crossing per d are taken to d → ∞ along ``a + b/d`` by a fit weighted by one spread between
+seeds pooled over the sizes (three seeds give a size's own spread too few degrees of freedom to weight by),
+whose χ² tests that trend (:func:`attnlab.claims.highdim._common.large_d_estimate`; refuted at the 99%
+quantile: inconclusive), and the estimate ``a`` is held against the prediction ``alpha_cross_se``, the state
+evolution's crossing of the same level at the simulations' λ̃ (at a finite λ̃ the onset is a crossover: at λ̃
+= 1e-5 the state evolution's data loss crosses 3λ̃ at α ≈ 0.18, 17% above α_interp, so a fixed level read
 against α_interp itself measures the λ̃ rounding). "holds" when ``|a − α_cross| <= 2 √(se(a)² + se_SE²)``,
 ``se_SE`` the crossing's quadrature standard error over ``se_cross_scrambles`` independently scrambled node
 sets (branch "crossing gap"; the band is that tolerance over α_cross), "fails" otherwise; "inconclusive"
@@ -245,7 +246,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
     if c_se is None:
         return Verdict.outside("the state evolution's level crossing is off its α grid", nums, TOLERANCE)
     seeds = min(len(cs) for cs in cross.values())
-    est = large_d_estimate(cross)
+    est = large_d_estimate(cross, pooled=True)  # three seeds per d: one spread pooled over the sizes
     nums.update(
         seeds=seeds,
         mean_crossing_per_d=est["means"],

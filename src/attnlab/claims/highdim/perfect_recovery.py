@@ -10,8 +10,9 @@ factorised ``alpha_pr``, Bayes-optimal ``alpha_bo`` and unfactorised ``alpha_pr_
 The simulations decide (grade evidence), through three readings:
 1. the simulation's recovery point: the α where the factorised test error falls through ``level`` (per
    seed, by :func:`attnlab.highdim.crossings.level_crossing`; at least three seeds at each of at least three
-   d), taken to d → ∞ along ``a + b/d`` by a weighted fit whose χ² tests that trend
-   (:func:`attnlab.claims.highdim._common.large_d_estimate`; refuted at the 99% quantile: inconclusive),
+   d), taken to d → ∞ along ``a + b/d`` by a fit weighted by one spread between seeds pooled over the
+   sizes (three seeds give a size's own spread too few degrees of freedom to weight by), whose χ² tests that
+   trend (:func:`attnlab.claims.highdim._common.large_d_estimate`; refuted at the 99% quantile: inconclusive),
    within ``2 √(se(a)² + se_SE²)`` of ``alpha_cross_se``, the α where the state evolution's test error at
    the simulations' own λ̃ falls through the same level (mean over ``se_cross_scrambles`` independently
    scrambled node sets, ``se_SE`` its standard error) — branch "crossing gap", band that tolerance over
@@ -257,7 +258,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
     if not side:
         return Verdict.outside("needs the unfactorised side-by-side points", nums, TOLERANCE)
     seeds = min(len(cs) for cs in cross.values())
-    est = large_d_estimate(cross)
+    est = large_d_estimate(cross, pooled=True)  # three seeds per d: one spread pooled over the sizes
     nums.update(
         seeds=seeds,
         mean_crossing_per_d=est["means"],
