@@ -1,6 +1,7 @@
 """The lower-memory and faster paths of ``diagnose`` (subspaces promoted to float64 one at a time, cross
 products in blocks without the (H, H, k, k) array, bases from k × k Gram matrices, float32 Gram products
-of the bases at H·k >= 1024, K/V products once per K/V head) give the numbers of the direct computations."""
+of the bases at H·k >= 1024, K/V products once per K/V head, heads of a bf16 layer promoted to float64 a block at a time) give the
+numbers of the direct computations."""
 
 from __future__ import annotations
 
@@ -156,3 +157,123 @@ def test_nan_weights_refused_by_name_without_the_per_call_checks() -> None:
     cfg = {"model_type": "llama", "hidden_size": d, "num_attention_heads": H, "num_hidden_layers": 1}
     with pytest.raises(ValueError, match="W_K.*finite"):
         diagnose(from_state_dict(sd, cfg, dtype=None, stream=True))
+
+
+# ------------------------------------------------------------------------------------------------
+# Blocks of heads promoted to float64 one at a time (diagnose._blocks): the blocked products on bf16
+# stacks against independent float64 computations on the whole expanded stacks, with blocks small
+# enough that every loop runs several times and the blocks do not divide the head counts.
+
+
+def _bf16_heads(H: int, Hkv: int, d: int, k: int, seed: int) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    return tuple(
+        torch.randn(s, generator=g).to(torch.bfloat16)
+        for s in ((H, d, k), (Hkv, d, k), (Hkv, d, k), (H, k, d))
+    )
+
+
+@pytest.fixture
+def three_heads_a_block(monkeypatch):
+    """Blocks of 3 heads of d = 40, k = 6 (tiles of the cross products: 6 heads)."""
+    from attnlab.diagnose import _blocks
+
+    monkeypatch.setattr(_blocks, "BLOCK_BYTES", 3 * 8 * 40 * 6)
+    assert [b.stop - b.start for b in _blocks.head_blocks(8, 40, 6)] == [3, 3, 2]
+
+
+@pytest.mark.parametrize("Hkv", [8, 4])
+def test_blocked_products_of_bf16_heads_equal_the_float64_expanded_ones(three_heads_a_block, Hkv) -> None:
+    from attnlab.diagnose._blocks import r_factors
+
+    H, d, k = 8, 40, 6
+    WQ, WK, WV, WO = _bf16_heads(H, Hkv, d, k, seed=11)
+    kv = torch.arange(H) // (H // Hkv)
+    Q, K, V, O = (t.to(torch.float64) for t in (WQ, WK, WV, WO))  # the same values (bf16 -> float64 exact)
+    # R factors: the same Householder QR of the same float64 matrices, head by head (rounding only)
+    torch.testing.assert_close(r_factors(WQ), torch.linalg.qr(Q, mode="r")[1], rtol=1e-12, atol=1e-13)
+    # cross products against the expanded dense-SVD-free reference of flow.cross_products (its own QR and
+    # einsum contraction order): rounding of k × k products of O(√d) entries, ~1e-15 relative
+    torch.testing.assert_close(
+        grouped_cross_products(WQ, WK, kv), cross_products(Q, K[kv]), rtol=1e-10, atol=1e-12
+    )
+    a = grouped_flow_defects(WQ, WK, WV, WO, 0.3, kv)
+    b = flow_defects(Q, K[kv], V[kv], O, 0.3)
+    for name in ("sym_defect", "value_cos", "value_defect", "M_fro", "V_fro"):  # same traces, regrouped
+        torch.testing.assert_close(getattr(a, name), getattr(b, name), rtol=1e-12, atol=1e-14)
+    # OV factors: F_h F_hᵀ against the dense V_h V_hᵀ = (W_V W_O)ᵀ (W_V W_O), d × d (entries ~d·k, float64
+    # rounding ~1e-13 relative after the Cholesky)
+    F = ov_factors(WV, WO, None if Hkv == H else kv)
+    assert F.dtype == torch.float64 and F.shape == (H, d, k)
+    Vd = V[kv] @ O  # (H, d, d) = V_hᵀ
+    torch.testing.assert_close(F @ F.transpose(-1, -2), Vd.transpose(-1, -2) @ Vd, rtol=1e-10, atol=1e-9)
+
+
+def test_blocked_layer_products_form_no_float64_stack(three_heads_a_block) -> None:
+    """The spectra's R factors, the flow defects and the cross products of a bf16 layer hold float64
+    copies of a few heads at a time: no operation produces a float64 tensor of a whole (H, d, k) stack
+    (the former code promoted each stack whole)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from attnlab.diagnose._blocks import r_factors
+
+    class Largest(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.numel = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor) and t.dtype == torch.float64:
+                    self.numel = max(self.numel, t.numel())
+            return out
+
+    H, Hkv, d, k = 8, 4, 40, 6
+    WQ, WK, WV, WO = _bf16_heads(H, Hkv, d, k, seed=12)
+    kv = torch.arange(H) // 2
+    with Largest() as seen:
+        Ra, Rb = r_factors(WQ), r_factors(WK)
+        grouped_flow_defects(WQ, WK, WV, WO, 0.3, kv)
+        grouped_cross_products(WQ, WK, kv, factors=(Ra, Rb))
+    # the largest: the cross products' tile of 6 query heads (2 blocks), 6·d·k < H·d·k
+    assert 0 < seen.numel <= 6 * d * k < H * d * k, seen.numel
+    with Largest() as whole:  # the check sees a whole stack when one is promoted
+        WQ.to(torch.float64)
+    assert whole.numel == H * d * k
+
+
+def test_diagnose_in_blocks_equals_diagnose_in_one_block(monkeypatch) -> None:
+    """A bf16 grouped-K/V model diagnosed with one head per block (every loop split) and with every head in
+    one block: the same per-head rows and layer summaries, keys in the same order."""
+    from attnlab.diagnose import _blocks
+
+    g = torch.Generator().manual_seed(3)
+    d, H, Hkv, k, L = 48, 6, 2, 8, 2
+    sd = {}
+    for i in range(L):
+        for n, s in (
+            ("q_proj", (H * k, d)),
+            ("k_proj", (Hkv * k, d)),
+            ("v_proj", (Hkv * k, d)),
+            ("o_proj", (d, H * k)),
+        ):
+            sd[f"model.layers.{i}.self_attn.{n}.weight"] = torch.randn(s, generator=g).to(torch.bfloat16)
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": d,
+        "num_attention_heads": H,
+        "num_key_value_heads": Hkv,
+        "num_hidden_layers": L,
+    }
+    one = diagnose(from_state_dict(sd, cfg, dtype=None, stream=True))
+    monkeypatch.setattr(_blocks, "BLOCK_BYTES", 8 * d * k)
+    split = diagnose(from_state_dict(sd, cfg, dtype=None, stream=True))
+    for a, b in zip((*one.layers, *one.heads), (*split.layers, *split.heads), strict=True):
+        assert list(a) == list(b)
+        for key, va in a.items():
+            vb = b[key]
+            if isinstance(va, float) and math.isnan(va):
+                assert math.isnan(vb), key
+            else:  # the same per-head float64 products; only the batch of a LAPACK/BLAS call differs
+                assert va == vb or abs(va - vb) <= 1e-12 * max(1.0, abs(vb)), (key, va, vb)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from attnlab.core.validation import check_tensor
+from attnlab.diagnose._blocks import head_blocks, promote, r_factors, scratch
 from attnlab.diagnose.spectra import qk_triangular_factors
 from attnlab.dynamics.observables import RadialDominance
 from attnlab.dynamics.observables import radial_dominance as _radial_dominance
@@ -201,38 +202,43 @@ def grouped_cross_products(
     ``M_g M_h = s² A_g (B_gᵀ A_h) B_hᵀ`` with ``B_g = W_K[kv(g)]``, so the ``d``-long contractions
     ``B_jᵀ A_h`` are made once per distinct K head (``H_kv · H`` instead of ``H²``); the operator norm
     is that of ``R_{A_g} (B_gᵀ A_h) R_{B_h}ᵀ`` (thin-QR factors, or ``factors`` = ``(R_A, R_B)`` when the
-    caller has them), computed in blocks of query heads.
+    caller has them). ``W_Q``, ``W_K`` may be in any dtype: the pairs are taken in tiles of query heads
+    ``h`` times blocks of K heads ``j``, each promoted to float64 when its tile is made (no float64 copy
+    of either stack, no ``(H, H, k, k)`` array; the same products of the same values).
     Returns ``(H, H)``: ``‖M_g M_h‖_op / (‖M_g‖_op ‖M_h‖_op)``.
     """
-    A, B = W_Q.to(_DT), W_K.to(_DT)
+    H, d, k = W_Q.shape
+    Hkv = W_K.shape[0]
+    dev = W_Q.device
     if factors is None:
-        Ra = torch.linalg.qr(A, mode="r")[1]  # (H, k, k); the Q factor is never formed
-        Rb = torch.linalg.qr(B, mode="r")[1]  # (H_kv, k, k)
+        Ra, Rb = r_factors(W_Q), r_factors(W_K)  # (H, k, k), (H_kv, k, k)
     else:
         Ra, Rb = factors
     Rbe = Rb[kv_index]  # (H, k, k)
     op = torch.linalg.matrix_norm(Ra @ Rbe.transpose(-1, -2), ord=2)  # (H,)  ‖M_h‖_op / s
-    H, Hkv = A.shape[0], B.shape[0]
-    out = torch.empty(H, H, dtype=_DT, device=A.device)
-    step = max(1, H // 8)
-    k = A.shape[2]
-    # B_jᵀ A_h: one GEMM against A laid out as (d, H·k); all pairs at once when the K heads are grouped
-    # (H_kv · H blocks, shared by the query heads of a group), else only each block's own rows, so that
-    # the (H, H, k, k) array is never resident (134 MB in float64 at d = 4096, H = 32)
-    A2 = A.permute(1, 0, 2).reshape(A.shape[1], H * k)  # (d, H·k)
-
-    def cross(js: torch.Tensor) -> torch.Tensor:  # (len(js), H, k, k)
-        Bj = B[js].transpose(1, 2).reshape(len(js) * k, -1)  # (J·k, d)
-        return (Bj @ A2).reshape(len(js), k, H, k).transpose(1, 2)
-
-    C = cross(torch.arange(Hkv, device=A.device)) if Hkv < H else None  # (H_kv, H, k, k)
-    for g0 in range(0, H, step):
-        g = torch.arange(g0, min(g0 + step, H), device=A.device)
-        Cg = C[kv_index[g]] if C is not None else cross(kv_index[g])
-        prod = Ra[g][:, None] @ Cg @ Rbe[None].transpose(-1, -2)  # (block, H, k, k)
-        # ‖X‖_op² is the largest eigenvalue of XᵀX: a symmetric eigenvalue solve costs less than the SVD
-        # and the largest eigenvalue keeps a relative accuracy of ~k·eps (2e-15 against the SVD's in tests)
-        out[g] = torch.linalg.eigvalsh(prod.transpose(-1, -2) @ prod)[..., -1].clamp_min(0.0).sqrt()
+    out = torch.empty(H, H, dtype=_DT, device=dev)
+    # query heads g in chunks of at most H/8 (the (chunk, tile, k, k) products stay a few MB)
+    chunk = max(1, H // 8)
+    a_buf, b_buf = scratch(H, d, k, blocks=2, device=dev), scratch(Hkv, d, k, device=dev)
+    c_buf = torch.empty(a_buf.numel() // d * b_buf.numel() // d, dtype=_DT, device=dev)
+    for hb in head_blocks(H, d, k, blocks=2):  # columns h: A_h side by side, (d, |tile|·k)
+        nh = hb.stop - hb.start
+        A2 = promote(W_Q[hb].permute(1, 0, 2), a_buf).view(d, nh * k)
+        Rh = Rbe[hb].transpose(-1, -2)  # (nh, k, k)
+        for jb in head_blocks(Hkv, d, k):  # K heads j, each B_jᵀ A_h made once for the whole tile
+            nj = jb.stop - jb.start
+            Bj = promote(W_K[jb].transpose(1, 2), b_buf).view(nj * k, d)
+            C = torch.matmul(Bj, A2, out=c_buf[: nj * k * nh * k].view(nj * k, nh * k))
+            C = C.view(nj, k, nh, k).transpose(1, 2)  # (nj, nh, k, k)  B_jᵀ A_h
+            users = torch.nonzero((kv_index >= jb.start) & (kv_index < jb.stop)).flatten()  # query heads g
+            for c0 in range(0, users.numel(), chunk):
+                g = users[c0 : c0 + chunk]
+                prod = Ra[g][:, None] @ C[kv_index[g] - jb.start] @ Rh[None]  # (|g|, nh, k, k)
+                # ‖X‖_op² is the largest eigenvalue of XᵀX: a symmetric eigenvalue solve costs less than
+                # the SVD and the largest eigenvalue keeps a relative accuracy of ~k·eps (2e-15 against
+                # the SVD's in tests)
+                top = torch.linalg.eigvalsh(prod.transpose(-1, -2) @ prod)[..., -1]  # (|g|, nh)
+                out[g, hb] = top.clamp_min(0.0).sqrt()
     return out / (op[:, None] * op[None, :])
 
 
@@ -246,21 +252,37 @@ def grouped_flow_defects(
 ) -> FlowDefects:
     """:func:`attnlab.diagnose.flow.flow_defects` for grouped K/V: ``W_K``, ``W_V`` ``(H_kv, d, k)``
     unexpanded, query head ``h`` using K/V head ``kv_index[h]``; the ``k × k`` products of the K/V heads
-    alone (``W_KᵀW_K``, ``W_KᵀW_V``, ``W_VᵀW_V``) are made once per K/V head. Same formulas, same values;
-    no finiteness check (``diagnose`` passes the weights of a validated layer).
+    alone (``W_KᵀW_K``, ``W_KᵀW_V``, ``W_VᵀW_V``) are made once per K/V head. Same formulas, same values.
+    The weights may be in any dtype: every ``k × k`` product is formed from a block of heads promoted to
+    float64 (no float64 copy of a whole stack). No finiteness check (``diagnose`` passes the weights of
+    a validated layer).
     """
-    A, B, Wv, Wo = (t.to(_DT) for t in (W_Q, W_K, W_V, W_O))
-    s = torch.as_tensor(scale, dtype=_DT, device=A.device)
-    At, Bt = A.transpose(-1, -2), B.transpose(-1, -2)
-    BtB, BtV = (Bt @ B)[kv_index], (Bt @ Wv)[kv_index]  # (H, k, k)
-    VtV = (Wv.transpose(-1, -2) @ Wv)[kv_index]
-    m2 = s**2 * _tr((At @ A) @ BtB)  # ‖M‖_F²
-    # one K head per query head: no gathered copy of W_K (128 MB in float64 at d = 4096)
-    BtA = (Bt if B.shape[0] == A.shape[0] else Bt[kv_index]) @ A  # (H, k, k)
+    H, d, k = W_Q.shape
+    Hkv = W_K.shape[0]
+    dev = W_Q.device
+    s = torch.as_tensor(scale, dtype=_DT, device=dev)
+
+    def empty(n: int) -> torch.Tensor:
+        return torch.empty(n, k, k, dtype=_DT, device=dev)
+
+    bufs = [scratch(max(H, Hkv), d, k, device=dev) for _ in range(3)]
+    BtB, BtV, VtV = empty(Hkv), empty(Hkv), empty(Hkv)
+    for j in head_blocks(Hkv, d, k):
+        B, Wv = promote(W_K[j], bufs[0]), promote(W_V[j], bufs[1])
+        Bt = B.transpose(-1, -2)
+        BtB[j], BtV[j], VtV[j] = Bt @ B, Bt @ Wv, Wv.transpose(-1, -2) @ Wv
+    AtA, BtA, WoA, WoWo = empty(H), empty(H), empty(H), empty(H)
+    for g in head_blocks(H, d, k):
+        A, Wo = promote(W_Q[g], bufs[0]), promote(W_O[g], bufs[1])
+        Bt = promote(W_K[kv_index[g]], bufs[2]).transpose(-1, -2)  # this block's K heads
+        AtA[g], BtA[g] = A.transpose(-1, -2) @ A, Bt @ A
+        WoA[g], WoWo[g] = Wo @ A, Wo @ Wo.transpose(-1, -2)
+    del bufs
+    m2 = s**2 * _tr(AtA @ BtB[kv_index])  # ‖M‖_F²
     trMM = s**2 * _tr(BtA @ BtA)
     asym2 = (2 * m2 - 2 * trMM).clamp_min(0.0)  # ‖M − Mᵀ‖_F²
-    vm = s * _tr(BtV @ (Wo @ A))  # ⟨V, M⟩_F
-    v2 = _tr(VtV @ (Wo @ Wo.transpose(-1, -2)))  # ‖V‖_F²
+    vm = s * _tr(BtV[kv_index] @ WoA)  # ⟨V, M⟩_F
+    v2 = _tr(VtV[kv_index] @ WoWo)  # ‖V‖_F²
     m_f, v_f = m2.sqrt(), v2.sqrt()
     cos = (vm / (m_f * v_f)).clamp(-1.0, 1.0)
     return FlowDefects(

@@ -24,7 +24,9 @@ traces' tokens; ``hdi_k_data_null``/``_null_sd``/``_z`` against Gaussian heads i
 the heads and the null live in its range.
 
 Layers are diagnosed one at a time (a streamed :class:`HeadWeights` reads each from its checkpoint
-when needed), in float64 on the device of the weights; only the current layer is resident.
+when needed), in float64 on the device of the weights; only the current layer is resident, in the
+checkpoint's dtype, with heads promoted to float64 a block at a time for the spectra, flow defects and
+cross products and one float64 ``(H, d, k)`` stack at a time for the geometry.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import torch
 from attnlab.core import geometry, metric
 from attnlab.core.heads import HeadWeights
 from attnlab.core.seeding import generator
+from attnlab.diagnose._blocks import head_blocks, promote, r_factors, scratch
 from attnlab.diagnose.entropy import attention_entropy
 from attnlab.diagnose.flow import grouped_cross_products, grouped_flow_defects, radial_dominance
 from attnlab.diagnose.spectra import spectrum_from_factors
@@ -71,17 +74,34 @@ def ov_factors(W_V: torch.Tensor, W_O: torch.Tensor, kv_index: torch.Tensor | No
 
     Falls back to an eigen-decomposition square root when ``W_VᵀW_V`` is not positive definite.
     ``kv_index`` ``(H,)``: grouped values, ``W_V`` ``(H_kv, d, k)`` unexpanded and head ``h`` using
-    ``W_V[kv_index[h]]`` (each ``L`` is computed once per value head).
+    ``W_V[kv_index[h]]`` (each ``L`` is computed once per value head). ``(H, d, k)`` stacks in another
+    dtype (a bf16 checkpoint) are promoted to float64 a block of heads at a time: the result is the only
+    float64 stack formed (the same per-head products).
     """
-    Wv, Wo = W_V.to(_DT), W_O.to(_DT)
-    G = Wv.transpose(-1, -2) @ Wv  # (..., k, k)
+    blocked = W_V.ndim == 3 and W_O.ndim == 3
+    if blocked:
+        d, k = W_V.shape[1:]
+        G = torch.empty(W_V.shape[0], k, k, dtype=_DT, device=W_V.device)
+        buf = scratch(max(W_V.shape[0], W_O.shape[0]), d, k, device=W_V.device)
+        for b in head_blocks(*W_V.shape):
+            Wv = promote(W_V[b], buf)
+            G[b] = Wv.transpose(-1, -2) @ Wv
+    else:
+        Wv = W_V.to(_DT)
+        G = Wv.transpose(-1, -2) @ Wv  # (..., k, k)
+        del Wv
     L, info = torch.linalg.cholesky_ex(G)
     if bool((info != 0).any()):
         w, U = torch.linalg.eigh(G)
         L = U * w.clamp_min(0.0).sqrt().unsqueeze(-2)  # (..., k, k), L Lᵀ = G
     if kv_index is not None:
         L = L[kv_index]  # (H, k, k)
-    return Wo.transpose(-1, -2) @ L  # (..., d, k)
+    if not blocked:
+        return W_O.to(_DT).transpose(-1, -2) @ L  # (..., d, k)
+    F = torch.empty(W_O.shape[0], d, k, dtype=_DT, device=W_O.device)  # (H, d, k)
+    for b in head_blocks(W_O.shape[0], d, k):
+        torch.matmul(promote(W_O[b], buf).transpose(-1, -2), L[b], out=F[b])
+    return F
 
 
 @dataclass(frozen=True)
@@ -252,8 +272,10 @@ def diagnose(
             continue
         done[key] = i
         layer = heads.layers[i]
-        # kept in the checkpoint's dtype; each subspace is promoted to float64 only while it is measured,
-        # so the geometry holds one float64 (H, d, k) stack at a time instead of five (the same values)
+        # kept in the checkpoint's dtype: the spectra, flow defects and cross products promote a block of
+        # heads at a time (diagnose._blocks), and each subspace is promoted to float64 only while it is
+        # measured, each weight released after its last use, so the geometry holds one float64 (H, d, k)
+        # stack at a time (the same values as the float64 layer)
         raw = {n: getattr(layer, n) for n in ("W_Q", "W_K", "W_V", "W_O")}
         layer_scale = float(layer.scale)
         # multi-head latent attention: spectra and M_h from the non-rotary (bilinear) coordinates
@@ -262,33 +284,18 @@ def diagnose(
         dev = raw["W_Q"].device
         kv = torch.arange(H, device=dev) // r
         row, hrows = layer_rows[i], head_rows[i * H : (i + 1) * H]
-        for name in ("q", "k", "v", "ov"):
-            if name == "ov":  # (H, d, k) factors of V_h, from the query heads' (gathered) values
-                stack = ov_factors(raw["W_V"], raw["W_O"], None if G == H else kv)
-            else:
-                stack = raw[{"q": "W_Q", "k": "W_K", "v": "W_V"}[name]].to(_DT)
-            div = _geometry_rows(name, stack, H, r, row, hrows)
-            del stack
-            if name == "k" and div is not None:
-                row["hdi_null_sd"] = div.hdi_null_sd
-                row["hdi_ceiling"] = div.ceiling
-                row["median_angle_k_deg"] = div.median_angle_deg
-                overlap_k.append(div.overlap.cpu().numpy())
-                angles_k.append(div.angles_deg.reshape(-1).cpu().numpy())
-            del div
-        WQ, WK, WV, WO = (raw.pop(n).to(_DT) for n in ("W_Q", "W_K", "W_V", "W_O"))
-        row["hdi_null"] = 1.0 - k / d if k <= d else math.nan  # the subspace null mean, whatever H
-        row.setdefault("hdi_null_sd", math.nan)
+        WQ, WK, WV, WO = (raw[n] for n in ("W_Q", "W_K", "W_V", "W_O"))
         scale = torch.tensor(layer_scale, dtype=_DT, device=dev)
         # thin-QR R factors of the (bilinear part of the) Q and distinct K heads, shared by the spectra
         # and the cross products; the layer's weights were checked finite when it was built
-        Ra = torch.linalg.qr(WQ[..., bil], mode="r")[1]  # (H, k', k')
-        Rb = torch.linalg.qr(WK[..., bil], mode="r")[1]  # (H_kv, k', k')
+        Ra = r_factors(WQ[..., bil])  # (H, k', k')
+        Rb = r_factors(WK[..., bil])  # (H_kv, k', k')
         spec = spectrum_from_factors(Ra, Rb[kv], scale, d)  # (H, ...)
         if bil == slice(None):
             fd = grouped_flow_defects(WQ, WK, WV, WO, scale, kv)
-        else:  # flow defects need W_Q, W_K as wide as W_V: the other coordinates zeroed instead
-            keep = torch.zeros(k, dtype=_DT, device=dev)
+        else:  # flow defects need W_Q, W_K as wide as W_V: the other coordinates zeroed instead (exact in
+            # any dtype: products with 0 and 1)
+            keep = torch.zeros(k, dtype=WQ.dtype, device=dev)
             keep[bil] = 1.0
             fd = grouped_flow_defects(WQ * keep, WK * keep, WV, WO, scale, kv)
         cross = grouped_cross_products(WQ[..., bil], WK[..., bil], kv, factors=(Ra, Rb))  # (H, H)
@@ -312,11 +319,32 @@ def diagnose(
             "mm_cross_mean": cross_mean,
             "mm_cross_max": cross_max,
         }
+        data_k: dict[str, Any] = {}
         if traces:
+            WQ, WK, WV, WO = (t.to(_DT) for t in (WQ, WK, WV, WO))
             WKe, WVe = (WK, WV) if G == H else (WK[kv], WV[kv])  # (H, d, k) gathers for the token level
             per_head.update(_token_level(traces, i, WQ, WKe, WVe, WO, scale, heads.causal, dev))
             del WKe, WVe
-            row.update(_data_metric_k(traces, i, WK, data_null_samples))
+            data_k = _data_metric_k(traces, i, WK, data_null_samples)
+        del WQ, WK, WV, WO
+        for name in ("q", "k", "v", "ov"):
+            if name == "ov":  # (H, d, k) factors of V_h, from the query heads' (gathered) values
+                stack = ov_factors(raw.pop("W_V"), raw.pop("W_O"), None if G == H else kv)
+            else:  # W_V stays for the OV factors
+                w = {"q": "W_Q", "k": "W_K", "v": "W_V"}[name]
+                stack = (raw[w] if name == "v" else raw.pop(w)).to(_DT)
+            div = _geometry_rows(name, stack, H, r, row, hrows)
+            del stack
+            if name == "k" and div is not None:
+                row["hdi_null_sd"] = div.hdi_null_sd
+                row["hdi_ceiling"] = div.ceiling
+                row["median_angle_k_deg"] = div.median_angle_deg
+                overlap_k.append(div.overlap.cpu().numpy())
+                angles_k.append(div.angles_deg.reshape(-1).cpu().numpy())
+            del div
+        row["hdi_null"] = 1.0 - k / d if k <= d else math.nan  # the subspace null mean, whatever H
+        row.setdefault("hdi_null_sd", math.nan)
+        row.update(data_k)
         for name, val in per_head.items():
             val = val.to(device="cpu", dtype=_DT)  # (H,) one transfer, then Python floats
             row[name] = float(val.mean())
@@ -325,7 +353,6 @@ def diagnose(
         qk_sv.append(spec.sv.cpu().numpy())
         qk_edge.append(spec.bulk_edge.cpu().numpy())
         mm_cross.append(cross.cpu().numpy())
-        del WQ, WK, WV, WO
         if progress is not None:
             progress(i + 1, L)
     if G < 2:
