@@ -187,3 +187,17 @@ def test_compare_csv_has_a_model_column(capsys, mqa_folder, tmp_path) -> None:
     # 6 layers × 12 heads of MiniLM, then 2 layers × 4 heads of the tiny Llama, in one table
     assert [r["model"] for r in rows] == ["all-MiniLM-L6-v2"] * 72 + [mqa_folder.name] * 8
     assert rows[72]["layer"] == "0" and rows[-1]["head"] == "3" and rows[-1]["overlap_k"] == ""
+
+
+def test_large_model_allocator_trims_after_each_layer(monkeypatch, mqa_folder) -> None:
+    """The allocator's per-layer hook (malloc_trim for models whose float64 stack exceeds 64 MB) runs once
+    after every layer and the caller's progress still sees every layer; small models get no hook."""
+    from attnlab.cli import inspect as insp
+
+    if insp._allocator_for(1 << 20) is not None:  # small: heap settings only (also restores them below)
+        pytest.fail("a model with a 1 MB stack got a per-layer hook")
+    calls: list[str] = []
+    monkeypatch.setattr(insp, "_allocator_for", lambda stack_bytes: lambda: calls.append("trim"))
+    seen: list[tuple[int, int]] = []
+    diag = insp.run_inspect(str(mqa_folder), text=False, progress=lambda i, n: seen.append((i, n)))
+    assert calls == ["trim", "trim"] and seen == [(1, 2), (2, 2)] and len(diag.layers) == 2

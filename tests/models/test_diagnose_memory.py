@@ -1,7 +1,7 @@
 """The lower-memory and faster paths of ``diagnose`` (subspaces promoted to float64 one at a time, cross
 products in blocks without the (H, H, k, k) array, bases from k × k Gram matrices, float32 Gram products
-of the bases at H·k >= 1024, K/V products once per K/V head, heads of a bf16 layer promoted to float64 a block at a time) give the
-numbers of the direct computations."""
+of the bases at H·k >= 1024, K/V products once per K/V head, heads of a bf16 layer promoted to float64 a
+block at a time) give the numbers of the direct computations."""
 
 from __future__ import annotations
 
