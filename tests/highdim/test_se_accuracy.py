@@ -1,4 +1,4 @@
-"""The accurate state evolution (docs/highdim.md C3, "Accuracy"): the T = 2 proximal kernel, the Gauss–Hermite
+"""The accurate state evolution (docs/se-accuracy.md): the T = 2 proximal kernel, the Gauss–Hermite
 test error, the refined solve and its error bar."""
 
 import math
@@ -87,7 +87,7 @@ def test_product_rule_against_sobol_at_fixed_order_parameters():
     # At λ̃ = 1e-3 (nodes with two proximal minima, so a jump in the integrand) the product rule (Sobol label
     # nodes × 6 × 6 Gauss–Hermite in w) and plain Sobol nodes estimate the same output expectation: four
     # scrambles of each, the means within four standard errors of their difference (its bias at large Σ,
-    # resolved only by millions of nodes, is measured in docs/highdim.md C3 and sets w_nodes).
+    # resolved only by millions of nodes, is measured in docs/se-accuracy.md and sets w_nodes).
     s = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=1e-3)
     q, m, sg, a = 2.861, 1.748, 14.886, 0.3
 

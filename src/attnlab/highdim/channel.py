@@ -33,7 +33,7 @@ _PRODUCT_LABELS = 256  # "auto" takes the product rule from this many label node
 
 
 def w_nodes(setting: Setting) -> int:
-    """Gauss–Hermite nodes per dimension of ``w`` in the product rule (docs/highdim.md C3, "Accuracy").
+    """Gauss–Hermite nodes per dimension of ``w`` in the product rule (docs/se-accuracy.md).
 
     The integrand in ``w`` jumps where the two proximal minima tie, more so at large Σ: at λ̃ = 1e-4,
     α = 0.25 (Σ ≈ 61) six nodes leave a bias of 1.6e-4 on Σ̂ (5.7 standard errors of 8.4 million Sobol
@@ -102,7 +102,7 @@ class OutputChannel:
         ``"sobol"``: every Gaussian coordinate on scrambled Sobol nodes, equal weights. ``"product"`` (T = 2
         only): the label coordinates ``v`` on scrambled Sobol nodes and the coordinates ``w`` of ``z``
         independent of the labels on an ``n × n`` Gauss–Hermite grid for each of them, the nodes weighted
-        (``weights``). The integrand is rough in ``v`` and smooth in ``w`` (docs/highdim.md C3, "Accuracy"),
+        (``weights``). The integrand is rough in ``v`` and smooth in ``w`` (docs/se-accuracy.md),
         so the product rule's error is about a third to a quarter of Sobol's at the same number of nodes.
         ``"auto"`` (default): the product rule at T = 2 from 256 label nodes on (9216 nodes at
         λ̃ ≥ 1e-3, 36864 below), Sobol otherwise.

@@ -1,5 +1,4 @@
-"""The accurate state evolution: a pilot fixed point refined on independent scrambles (docs/highdim.md C3,
-"Accuracy and error bar").
+"""The accurate state evolution: a pilot fixed point refined on independent scrambles (docs/se-accuracy.md).
 
 The fixed point ``x = F(x)`` of :mod:`attnlab.highdim.fixed_point` depends on the nodes of the output
 expectation through ``F``. Solving it on ``R`` independently scrambled node sets and averaging (what
@@ -127,11 +126,11 @@ def refine(
     pilot_fp: FixedPoint,
     chans: list[OutputChannel],
     tol: float,
-) -> list[FixedPoint] | None:
+) -> tuple[list[FixedPoint], bool] | None:
     """The fixed points of the scrambles ``chans`` reached from ``pilot_fp`` (module docstring), one per
-    scramble, each with its own hats, training loss and test error; None when the steps fail (the map
-    undefined on the way, a singular Jacobian, or no settling within the rounds), for the caller to fall back
-    on whole solves."""
+    scramble, each with its own hats, training loss and test error, and whether the rounds settled (within
+    ``_MAX_ROUNDS``; else the last round's points); None when the steps fail (the map undefined on the way,
+    a singular Jacobian), for the caller to fall back on whole solves."""
     q0 = setting.q0
     ybar = to_y(q0, np.array([pilot_fp.q, pilot_fp.m, pilot_fp.sigma]))
     big, sizes = stack_channels(chans)
@@ -175,15 +174,13 @@ def refine(
         if den > 0:
             JG = JG + np.outer(Gs.mean(0) - last[1] - JG @ dy, dy) / den
             JH = JH + np.outer(H.mean(0) - last[2] - JH @ dy, dy) / den
-    if not settled:
-        return None
     out = []
     for k in range(r):
         dy = ys[k] - ybar
         hats = H[k] + JH @ dy  # the scramble's hats and E[M] at its own fixed point, linearised
         x = to_x(q0, ys[k])
         out.append(_point(setting, alpha, chans[k], x, hats, pilot_fp, rounds))
-    return out
+    return out, settled
 
 
 def _point(setting, alpha, ch: OutputChannel, x, hats, pilot_fp: FixedPoint, rounds: int) -> FixedPoint:
@@ -209,4 +206,5 @@ def _point(setting, alpha, ch: OutputChannel, x, hats, pilot_fp: FixedPoint, rou
         eps=eps,
         eta=mh / sh,
         iterations=pilot_fp.iterations + 3 + rounds,
+        mixed_weight=None,  # the pilot's mixing of a switching cycle is not carried to the scrambles' points
     )

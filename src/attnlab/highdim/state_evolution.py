@@ -103,7 +103,7 @@ def state_evolution(
         Number of nodes of the output expectation in each scramble (:class:`OutputChannel`: at T = 2 and
         from 256 label nodes on, scrambled Sobol label nodes times an ``n × n`` Gauss–Hermite grid, ``n`` 6
         at λ̃ ≥ 1e-3 and 12 below, else scrambled Sobol nodes). The default, 73728 nodes on each of four
-        scrambles, is the accuracy study's choice (docs/highdim.md C3, "Accuracy and error bar").
+        scrambles, is the accuracy study's choice (docs/se-accuracy.md).
     seed : int
         Scrambling seed of the first set of nodes (the others: ``seed + 1``, …).
     channel : OutputChannel or a sequence of them, optional
@@ -121,8 +121,9 @@ def state_evolution(
         reaches each scramble's fixed point by chord steps of Newton's method from there, all scrambles'
         nodes in one batch (:mod:`attnlab.highdim.refine`; the test error at T = 2 by a Gauss–Hermite rule);
         the reported point and its standard errors are those of the scrambles' fixed points, as with whole
-        solves, at a fraction of their cost. False: a whole solve on every scramble. A refinement that
-        fails (the map undefined on the way, or not settling) falls back on whole solves.
+        solves, at a fraction of their cost. False: a whole solve on every scramble. A refinement whose
+        map is undefined on the way falls back on whole solves; one that does not settle within six rounds
+        reports its last point with ``converged`` False.
     method : "newton", "anderson" or "damped"
         The iteration: Newton's method on the order parameters with a difference Jacobian, an approach on
         an eighth of the nodes and warm-started proximal steps checked against cold starts at convergence
@@ -146,19 +147,25 @@ def state_evolution(
             raise ValueError("channel: expected an OutputChannel or a non-empty sequence of them")
     pilot = check_int("pilot", pilot, min=16)
     if len(chans) > 1 and refine:
-        lead = chans[0].head(min(pilot, chans[0].N))
+        # the pilot: the first nodes of the first scramble when it is a Sobol set, else a Sobol set of its own
+        # (a product rule's prefix has few label nodes, and a Newton solve on them can stall in switching)
+        if chans[0].rule == "sobol":
+            lead = chans[0].head(min(pilot, chans[0].N))
+        else:
+            lead = OutputChannel(setting, pilot, seed, rule="sobol")
         first = _state_evolution_one(
             setting, alpha, init, starts, damping, tol, max_iter, nodes, seed, lead, method
         )
         with one_thread():
-            fps = _refine(setting, first.alpha, first, chans, tol)
-        if fps is not None:
+            got = _refine(setting, first.alpha, first, chans, tol)
+        if got is not None:
+            fps, settled = got
             avg = average_fixed_points(fps)
             return replace(
                 avg,
                 rank_fraction=J_and_derivatives(setting.spectrum, avg.delta, avg.eps).mass,
                 iterations=fps[0].iterations,
-                converged=first.converged,
+                converged=first.converged and settled,
                 max_rel_change=first.max_rel_change,
             )
     first = _state_evolution_one(
