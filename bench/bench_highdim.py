@@ -319,9 +319,9 @@ print(json.dumps({{"solve_cpu_s": time.process_time() - t, "rel_stderr": rel, "c
 
 @pytest.mark.benchmark(group="highdim")
 def test_default_solve_whole_process(benchmark):
-    # the default solve (four scrambles of 4096 nodes, with its error bar) as an outsider runs it: a fresh
-    # process per solve, user + system CPU of the whole process (imports included) from the OS, median of
-    # three runs interleaved over the points; the solve's own CPU and its relative standard errors beside it
+    # the default solve (refined to four scrambles of 73728 nodes, with its error bar) as an outsider runs it:
+    # a fresh process per solve, user + system CPU of the whole process (imports included) from the OS, median
+    # of three runs interleaved over the points; the solve's own CPU and relative standard errors beside it
     import json
     import resource
     import subprocess
