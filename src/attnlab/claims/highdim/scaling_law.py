@@ -236,7 +236,7 @@ CLAIM = Claim(
     statement="With a power-law target (γ > 1/2) the excess test error decays like (n/d)^(−1 + 1/(2γ)) for "
     "d ≪ n ≪ d² and λ̃ ≪ √(n/d²): the local exponents of the finite-d state evolution plateau there at "
     "that value.",
-    version=5,
+    version=6,
     params=Params,
     grids={
         # quick: the finite-d state evolution at d = 800 for γ = 1, n/d from 2 to 32 (five points, four

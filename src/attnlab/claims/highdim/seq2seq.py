@@ -35,7 +35,7 @@ CLAIM = Claim(
     paper=tva.PAPER,
     statement="The ERM trained on the seq2seq task matches the same state evolution as seq2lab (test error "
     "and training loss within 3% + 2 standard errors of the seed mean at d = 100).",
-    version=3,
+    version=4,
     params=Params,
     grids={
         "quick": Grid(

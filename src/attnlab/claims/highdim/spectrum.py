@@ -199,7 +199,7 @@ CLAIM = Claim(
     statement="The eigenvalues of the trained S follow η·ReLU(S0 + δZ − ε): atom at zero, rank fraction, "
     "and the law of the non-zero part (Kolmogorov–Smirnov, tolerance from the seeds' spread); at high α "
     "the predicted bulk splits.",
-    version=4,
+    version=5,
     params=Params,
     grids={
         "quick": Grid(

@@ -50,7 +50,7 @@ CLAIM = Claim(
     statement="At T = 3 and 5 tokens the ERM's test error and training loss match the state evolution at the "
     "same rescaled sample size ᾱ = α(T² + T − 2)/2 (within 3% + 2 standard errors of the seed mean "
     " at d = 100).",
-    version=3,
+    version=4,
     params=Params,
     grids={"quick": _grid(3, [0.01], 1500), "full": _grid(5, [0.01, 0.1], 3000)},
     run=run,
