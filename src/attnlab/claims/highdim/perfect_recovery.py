@@ -191,7 +191,7 @@ def se_threshold(row: Row) -> tuple[float, dict]:
 
 
 def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
-    from attnlab.claims.highdim._common import large_d_estimate
+    from attnlab.claims.highdim._common import crossing_against_theory
     from attnlab.claims.highdim.interpolation_threshold import se_crossing
     from attnlab.highdim.crossings import level_crossing
 
@@ -257,30 +257,10 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         )
     if not side:
         return Verdict.outside("needs the unfactorised side-by-side points", nums, TOLERANCE)
-    seeds = min(len(cs) for cs in cross.values())
-    est = large_d_estimate(cross, pooled=True)  # three seeds per d: one spread pooled over the sizes
-    nums.update(
-        seeds=seeds,
-        mean_crossing_per_d=est["means"],
-        crossing_se_per_d=est["ses"],
-        trend_chi2=est["chi2"],
-        trend_chi2_limit=est["chi2_limit"],
-    )
-    if seeds < MIN_SEEDS:
-        return Verdict.outside(f"{seeds} seed(s) at some d; the band needs >= {MIN_SEEDS}", nums, TOLERANCE)
-    if not np.isfinite(est["estimate"]) or est["refuted"]:
-        return Verdict.outside(est["why"], nums, TOLERANCE)
     c = pred("alpha_cross_se", c_se)
-    tol = 2 * float(np.hypot(est["se"], c_se_err))
-    gap = abs(est["estimate"] - c)
-    nums.update(
-        alpha_measured=est["estimate"],
-        alpha_measured_se=est["se"],
-        alpha_cross_se=c,
-        rel_gap=gap / c,
-        gap_over_tol=gap / tol if tol > 0 else float("inf"),
-        band=tol / c,
-    )
+    why, gap, tol = crossing_against_theory(cross, c, c_se_err, MIN_SEEDS, nums)
+    if why is not None:
+        return Verdict.outside(why, nums, TOLERANCE)
     nums["threshold_agrees"] = gap <= tol
     nums["factorised_wins_between"] = nums["side_by_side_ratio_min"] >= SIDE_RATIO
     nums["no_recovery_below_bo"] = not recovered_below_bo
