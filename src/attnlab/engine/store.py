@@ -39,8 +39,9 @@ from attnlab.core.seeding import canonical_json
 from attnlab.engine.protocol import Row
 from attnlab.engine.protocol import jsonable as _jsonable
 from attnlab.engine.records import RunRecord, StoredPoint, StoredVerdict, now_utc, pack_arrays, unpack_array
+from attnlab.engine.store_errors import StoreError, StoreFull, check_wal_of, writes
 
-__all__ = ["SCHEMA_VERSION", "Store", "StoreError", "StoredPoint", "RunRecord", "StoredVerdict"]
+__all__ = ["SCHEMA_VERSION", "Store", "StoreError", "StoreFull", "StoredPoint", "RunRecord", "StoredVerdict"]
 
 #: Bumped when a table changes; a store written by another schema is refused with a clear line.
 SCHEMA_VERSION = 3
@@ -105,50 +106,6 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
-class StoreError(ValueError):
-    """The store cannot be used as asked (damaged, another schema, read-only, locked): one line."""
-
-
-class StoreFull(StoreError):
-    """The disk (or the file system's quota) filled while a point was written; earlier points are kept."""
-
-    def __init__(self, message: str, stored: int):
-        super().__init__(message)
-        self.stored = stored
-
-
-def _writes(method):
-    """A write of the store: a full disk (SQLITE_FULL, or an I/O error writing) becomes
-    :class:`StoreFull`, whose one line says how many points are stored and how to resume."""
-    import functools
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except sqlite3.OperationalError as e:
-            if "full" not in str(e) and "disk I/O" not in str(e):
-                raise
-            self._rollback()
-            stored = self.count_points()
-            raise StoreFull(
-                f"store: the disk is full ({e}); {stored} points are stored in {str(self.path)!r}; free some "
-                "space and rerun the same command to resume",
-                stored,
-            ) from None
-
-    return wrapper
-
-
-def _check_wal_of(db: Path) -> None:
-    """Refuse a store whose write-ahead log is damaged or truncated (never read it as "no points")."""
-    from attnlab.engine.wal import wal_problem
-
-    problem = wal_problem(db)
-    if problem:
-        raise StoreError(problem)
-
-
 class Store:
     """The SQLite results store of one output directory.
 
@@ -176,7 +133,7 @@ class Store:
                 "remove it to start a new one"
             )
         if exists:
-            _check_wal_of(self.path)
+            check_wal_of(self.path)
         if readonly:
             if not exists:
                 raise StoreError(f"store: expected an attnlab store, no file at {str(self.path)!r}")
@@ -284,7 +241,7 @@ class Store:
             return
         Store(path, readonly=True).close()
 
-    @_writes
+    @writes
     def _write_point(self, p: StoredPoint, metrics: str, blobs: dict[str, bytes]) -> None:
         with self._con:  # BEGIN ... COMMIT
             self._con.execute("BEGIN")
@@ -390,7 +347,7 @@ class Store:
         return out
 
     # -- runs -------------------------------------------------------------------------------
-    @_writes
+    @writes
     def start_run(
         self,
         claim_id: str,
@@ -415,11 +372,11 @@ class Store:
         )
         return int(cur.lastrowid)
 
-    @_writes
+    @writes
     def end_run(self, run_id: int) -> None:
         self._con.execute("UPDATE runs SET ended = ? WHERE run_id = ?", (now_utc(), run_id))
 
-    @_writes
+    @writes
     def write_verdict(self, v: StoredVerdict) -> None:
         """Store the verdict of run ``v.run_id`` (replacing an earlier one for that run)."""
         self._con.execute(
@@ -488,7 +445,7 @@ class Store:
             )
         return out
 
-    @_writes
+    @writes
     def merge_not_testable(self, items: Mapping[str, Mapping[str, str]]) -> None:
         """Record, per area, the statements it lists as not testable (merged into what is stored)."""
         if not items:
