@@ -26,11 +26,13 @@ def test_blocked_cross_products_without_grouping_equal_the_expanded_ones() -> No
     )
 
 
-def test_bfloat16_layers_diagnosed_as_their_float64_copy() -> None:
-    """A bf16 checkpoint streamed (kept in bf16, each subspace promoted when measured) gives the same
-    per-head numbers as the same weights converted to float64 up front."""
-    g = torch.Generator().manual_seed(0)
-    d, H, Hkv, k, L = 48, 6, 2, 8, 2
+_BF16_SHAPE = (48, 6, 2, 8, 2)  # d, query heads, K/V heads, head dimension, layers
+
+
+def _bf16_llama(seed: int) -> tuple[dict, dict]:
+    """A two-layer llama state dict in bf16 (6 query heads sharing 2 K/V heads of dimension 8, d = 48)."""
+    g = torch.Generator().manual_seed(seed)
+    d, H, Hkv, k, L = _BF16_SHAPE
     sd = {}
     for i in range(L):
         for n, s in (
@@ -47,6 +49,14 @@ def test_bfloat16_layers_diagnosed_as_their_float64_copy() -> None:
         "num_key_value_heads": Hkv,
         "num_hidden_layers": L,
     }
+    return sd, cfg
+
+
+def test_bfloat16_layers_diagnosed_as_their_float64_copy() -> None:
+    """A bf16 checkpoint streamed (kept in bf16, each subspace promoted when measured) gives the same
+    per-head numbers as the same weights converted to float64 up front."""
+    sd, cfg = _bf16_llama(0)
+    d, H, Hkv, k, L = _BF16_SHAPE
     streamed = diagnose(from_state_dict(sd, cfg, dtype=None, stream=True))
     direct = diagnose(from_state_dict(sd, cfg, dtype=torch.float64))
     assert len(streamed.heads) == len(direct.heads) == L * H
@@ -248,24 +258,8 @@ def test_diagnose_in_blocks_equals_diagnose_in_one_block(monkeypatch) -> None:
     one block: the same per-head rows and layer summaries, keys in the same order."""
     from attnlab.diagnose import _blocks
 
-    g = torch.Generator().manual_seed(3)
-    d, H, Hkv, k, L = 48, 6, 2, 8, 2
-    sd = {}
-    for i in range(L):
-        for n, s in (
-            ("q_proj", (H * k, d)),
-            ("k_proj", (Hkv * k, d)),
-            ("v_proj", (Hkv * k, d)),
-            ("o_proj", (d, H * k)),
-        ):
-            sd[f"model.layers.{i}.self_attn.{n}.weight"] = torch.randn(s, generator=g).to(torch.bfloat16)
-    cfg = {
-        "model_type": "llama",
-        "hidden_size": d,
-        "num_attention_heads": H,
-        "num_key_value_heads": Hkv,
-        "num_hidden_layers": L,
-    }
+    sd, cfg = _bf16_llama(3)
+    d, H, Hkv, k, L = _BF16_SHAPE
     one = diagnose(from_state_dict(sd, cfg, dtype=None, stream=True))
     monkeypatch.setattr(_blocks, "BLOCK_BYTES", 8 * d * k)
     split = diagnose(from_state_dict(sd, cfg, dtype=None, stream=True))
