@@ -330,61 +330,91 @@ class OutputChannel:
         ±(y_a − s_a)): a two-dimensional Newton iteration with the 2×2 solves written out, elementwise over
         the nodes. Its gradient in the row-space coordinates ``t`` of ``h − z = B t`` is ``PBᵀ ∇_e``, which
         sets the same scale-free stopping rule ``Σ·max|∇_t| < tol`` as the flat solver; Gauss–Newton where
-        the Hessian is not positive definite; Armijo backtracking per node."""
+        the Hessian is not positive definite; Armijo backtracking per node. The iteration runs on the
+        active nodes only (a node meeting the stopping rule is written back and leaves the working set),
+        each coordinate a contiguous numpy vector gathered by index (boolean masks and ``where`` over
+        randomly mixed nodes cost several times the arithmetic)."""
         beta = self.s.beta
-        g00, g01, g11 = self._G
+        g00, g01, g11 = (v / sigma for v in self._G)  # G/Σ
         P, PBinv = self._P, self._PBinv
         PB = torch.linalg.inv(PBinv)
+        p00, p01, p10, p11 = (float(v) * sigma for v in PB.reshape(-1))  # Σ·PB: the scale-free gradient
         yl = ys.reshape(-1, 2, 2)[:, :, 1]  # (n, 2)
         e0 = z @ P.T  # (n, 2)
         e = e0.clone() if h0 is None else (z + (h0 - z) @ self._proj.T) @ P.T  # h0's row-space part
+        b4, bb4, hb = 4 * beta, 4 * beta**2, 0.5 * beta
 
-        def value(d, s, y):
-            quad = g00 * d[:, 0] ** 2 + 2 * g01 * d[:, 0] * d[:, 1] + g11 * d[:, 1] ** 2
-            return quad / (2 * sigma) + 2 * ((y - s) ** 2).sum(-1)
+        def sig(x):
+            return 0.5 + 0.5 * np.tanh(hb * x)  # the logistic function of β x, overflow-free
 
-        idx = torch.arange(e.shape[0])
+        def value(d0, d1, s0, s1, y0, y1):
+            r0, r1 = y0 - s0, y1 - s1
+            return 0.5 * (g00 * d0 * d0 + 2 * g01 * d0 * d1 + g11 * d1 * d1) + 2 * (r0 * r0 + r1 * r1)
+
+        en = e.numpy()  # (n, 2), written back in place as nodes converge
+        n = en.shape[0]
+        idx = np.arange(n)
+        x0, x1 = en[:, 0].copy(), en[:, 1].copy()
+        e0n, yn = e0.numpy(), yl.numpy()
+        c0, c1 = e0n[:, 0].copy(), e0n[:, 1].copy()
+        y0, y1 = yn[:, 0].copy(), yn[:, 1].copy()
         for _ in range(max_iter):
-            ei, e0i, yi = e[idx], e0[idx], yl[idx]
-            d = ei - e0i
-            s = torch.sigmoid(beta * ei)
-            ds = s * (1 - s)
-            r = yi - s
-            g0 = (g00 * d[:, 0] + g01 * d[:, 1]) / sigma - 4 * beta * r[:, 0] * ds[:, 0]
-            g1 = (g01 * d[:, 0] + g11 * d[:, 1]) / sigma - 4 * beta * r[:, 1] * ds[:, 1]
-            gt = torch.stack([g0, g1], -1) @ PB  # (n, 2) gradient in t
-            active = gt.abs().amax(-1) * sigma >= tol
-            if not bool(active.any()):
+            d0, d1 = x0 - c0, x1 - c1
+            s0, s1 = sig(x0), sig(x1)
+            ds0, ds1 = s0 * (1 - s0), s1 * (1 - s1)
+            r0, r1 = y0 - s0, y1 - s1
+            g0 = g00 * d0 + g01 * d1 - b4 * r0 * ds0
+            g1 = g01 * d0 + g11 * d1 - b4 * r1 * ds1
+            gt = np.maximum(np.abs(g0 * p00 + g1 * p10), np.abs(g0 * p01 + g1 * p11))
+            act = np.flatnonzero(gt >= tol)
+            if act.size == 0:
                 break
-            if not bool(active.all()):
-                idx = idx[active]
-                ei, e0i, yi, d, s, ds, r, g0, g1 = (v[active] for v in (ei, e0i, yi, d, s, ds, r, g0, g1))
-            gn = 4 * beta**2 * ds**2  # (n, 2) Gauss–Newton curvature of each row's term
-            full = gn - 4 * beta**2 * r * ds * (1 - 2 * s)  # exact second derivative
-            a, b, c = g00 / sigma + full[:, 0], g01 / sigma, g11 / sigma + full[:, 1]
-            bad = (a <= 0) | (a * c - b * b <= 0)
-            a = torch.where(bad, g00 / sigma + gn[:, 0], a)
-            c = torch.where(bad, g11 / sigma + gn[:, 1], c)
+            if act.size < idx.size:
+                done = np.flatnonzero(gt < tol)
+                en[idx[done], 0], en[idx[done], 1] = x0[done], x1[done]
+                idx = idx[act]
+                x0, x1, c0, c1, y0, y1, d0, d1, s0, s1, ds0, ds1, r0, r1, g0, g1 = (
+                    v.take(act) for v in (x0, x1, c0, c1, y0, y1, d0, d1, s0, s1, ds0, ds1, r0, r1, g0, g1)
+                )
+            gn0, gn1 = bb4 * ds0 * ds0, bb4 * ds1 * ds1  # Gauss–Newton curvature of each row's term
+            a = g00 + gn0 - bb4 * r0 * ds0 * (1 - 2 * s0)  # exact second derivatives
+            c = g11 + gn1 - bb4 * r1 * ds1 * (1 - 2 * s1)
+            b = g01
+            bad = np.flatnonzero((a <= 0) | (a * c - b * b <= 0))
+            if bad.size:
+                a[bad], c[bad] = g00 + gn0[bad], g11 + gn1[bad]
             det = a * c - b * b
-            step = torch.stack([-(c * g0 - b * g1) / det, -(a * g1 - b * g0) / det], -1)  # (n, 2)
-            val = value(d, s, yi)
-            slope = g0 * step[:, 0] + g1 * step[:, 1]  # predicted decrease (negative)
-            tiny = -slope < 1e-13 * (1 + val.abs())  # quadratic regime: the full step is taken
-            t = torch.ones(idx.shape[0], dtype=e.dtype)
-            pend = torch.arange(idx.shape[0])
-            for _ in range(30):
-                tp = t[pend]
-                en = ei[pend] + tp[:, None] * step[pend]
-                cval = value(en - e0i[pend], torch.sigmoid(beta * en), yi[pend])
-                ok = (cval <= val[pend] + 1e-4 * tp * slope[pend]) | (tiny[pend] & (tp == 1))
-                t[pend[~ok]] = t[pend[~ok]] / 2
-                pend = pend[~ok]
-                if pend.numel() == 0:
-                    break
-            e[idx] = ei + t[:, None] * step
+            st0 = (b * g1 - c * g0) / det
+            st1 = (b * g0 - a * g1) / det
+            val = value(d0, d1, s0, s1, y0, y1)
+            slope = g0 * st0 + g1 * st1  # predicted decrease (negative)
+            tiny = -slope < 1e-13 * (1 + np.abs(val))  # quadratic regime: the full step is taken
+            # Armijo: the full step first at every node, then halving where it fails
+            n0, n1 = x0 + st0, x1 + st1
+            cval = value(n0 - c0, n1 - c1, sig(n0), sig(n1), y0, y1)
+            pend = np.flatnonzero(~((cval <= val + 1e-4 * slope) | tiny))
+            if pend.size:
+                t = np.ones_like(x0)
+                tp = t[pend] / 2
+                for _ in range(29):
+                    t[pend] = tp
+                    m0, m1 = x0[pend] + tp * st0[pend], x1[pend] + tp * st1[pend]
+                    cv = value(m0 - c0[pend], m1 - c1[pend], sig(m0), sig(m1), y0[pend], y1[pend])
+                    ok = cv <= val[pend] + 1e-4 * tp * slope[pend]
+                    if ok.all():
+                        break
+                    pend, tp = pend[~ok], tp[~ok] / 2
+                else:
+                    t[pend] = tp
+                n0, n1 = x0 + t * st0, x1 + t * st1
+            x0, x1 = n0, n1
+        en[idx, 0], en[idx, 1] = x0, x1
         d = e - e0
         h = z + (d @ PBinv.T) @ self.basis.T  # (n, K)
-        return h, value(d, torch.sigmoid(beta * e), yl)
+        dn = d.numpy()
+        return h, torch.from_numpy(
+            value(dn[:, 0], dn[:, 1], sig(en[:, 0]), sig(en[:, 1]), yn[:, 0], yn[:, 1])
+        )
 
     def hats(self, q: float, m: float, sigma: float, alpha: float) -> tuple[float, float, float, float]:
         """``(q̂, m̂, Σ̂, E[M])`` from the output equations of docs/highdim.md C3 (cold-started proximal
