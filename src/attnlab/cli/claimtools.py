@@ -44,7 +44,9 @@ def dry_run(claims, profile, seed, sets, out: Path, workers, device, json_out: b
     from attnlab.engine.costs import claim_costs
 
     # this profile's stored costs, else the reference machine's measured ones (engine.costs)
-    costs, by_reference = claim_costs(store.mean_runtimes(profile) if store else {}, profile)
+    costs, by_reference = claim_costs(
+        store.mean_runtimes(profile, {c.id: c.version for c in claims}) if store else {}, profile
+    )
     try:
         for c in claims:
             names = param_names(c, profile)

@@ -227,7 +227,9 @@ def run_claims(
                         "total": summary.total,
                         "todo": len(items),
                         "by_claim": by_claim,
-                        "cost": claim_costs(store.mean_runtimes(profile), profile, left)[0],
+                        "cost": claim_costs(
+                            store.mean_runtimes(profile, {c.id: c.version for c in claims}), profile, left
+                        )[0],
                         "workers": workers if backend != "serial" else 1,
                         # costs are CPU s: at most workers x threads CPU s per wall s, at most the cores
                         "cpu_slots": min(

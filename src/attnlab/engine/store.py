@@ -296,13 +296,37 @@ class Store:
         ).fetchone()
         return float(r[0]) if r and r[1] else None
 
-    def mean_runtimes(self, profile: str) -> dict[str, float]:
-        """Mean stored cost per point of each claim's finished points at ``profile``: the point's CPU
-        seconds where stored (schema 3), else its wall runtime (older rows, older stores). Claims with
-        none are absent: their cost is unknown, not 0."""
-        cost = "COALESCE(cpu_s, runtime_s)" if self._has_cpu else "runtime_s"
-        q = f"SELECT claim_id, AVG({cost}) FROM points WHERE status = 'ok' AND profile = ? GROUP BY claim_id"
-        return {cid: float(m) for cid, m in self._con.execute(q, (profile,)) if m is not None}
+    def mean_runtimes(self, profile: str, versions: Mapping[str, int] | None = None) -> dict[str, float]:
+        """Mean stored cost per point of each claim's finished points at ``profile``. With ``versions``
+        (claim id -> current version) only the points of a claim's current version count where it has
+        any (an older version's points may cost something else); a claim with none falls back to its
+        older versions. Within the rows chosen, the points' CPU seconds where any are stored (schema 3),
+        else the wall runtime (older rows, older stores; under load it is inflated). Claims with no
+        finished point are absent: their cost is unknown, not 0."""
+        cpu = "SUM(cpu_s), COUNT(cpu_s)" if self._has_cpu else "0.0, 0"
+        q = (
+            f"SELECT claim_id, version, {cpu}, SUM(runtime_s), COUNT(runtime_s) FROM points "
+            "WHERE status = 'ok' AND profile = ? GROUP BY claim_id, version"
+        )
+        sums: dict[str, dict[bool, list[float]]] = {}  # claim -> current? -> [cpu sum, n, wall sum, n]
+        for cid, ver, cpu_sum, cpu_n, wall_sum, wall_n in self._con.execute(q, (profile,)):
+            current = versions is not None and versions.get(cid) == ver
+            acc = sums.setdefault(cid, {}).setdefault(current, [0.0, 0, 0.0, 0])
+            acc[0] += cpu_sum or 0.0
+            acc[1] += cpu_n or 0
+            acc[2] += wall_sum or 0.0
+            acc[3] += wall_n or 0
+        out: dict[str, float] = {}
+        for cid, by_current in sums.items():
+            if True in by_current:
+                acc = by_current[True]
+            else:  # no versions given, or none of the current version: every version pooled
+                acc = [sum(a[i] for a in by_current.values()) for i in range(4)]
+            if acc[1]:
+                out[cid] = float(acc[0] / acc[1])
+            elif acc[3]:
+                out[cid] = float(acc[2] / acc[3])
+        return out
 
     def arrays(self, point_id: str) -> dict[str, np.ndarray]:
         cur = self._con.execute("SELECT name, data FROM artifacts WHERE point_id = ?", (point_id,))
