@@ -9,8 +9,9 @@ quadrature and small batched Newton solves) and the thresholds stay on CPU: theo
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -30,6 +31,50 @@ SETTING_DOMAINS = {
 }
 
 PAPER = "C"
+
+_T = TypeVar("_T")
+
+#: the most recent results of :func:`shared` kept per process (a claim's grid visits one theory input for
+#: all its seeds and controls in a row; 64 covers every paper-C quick grid's distinct theory inputs)
+SHARED_SIZE = 64
+_SHARED: OrderedDict[tuple, Any] = OrderedDict()
+
+
+def shared(key: tuple, compute: Callable[[], _T]) -> _T:
+    """``compute()``, computed once per process for each ``key`` (the most recent :data:`SHARED_SIZE`).
+
+    For the seed-independent theory side of a point: the state evolution at one (setting, α, nodes) is the
+    same deterministic computation for every seed and for a control that changes only the simulation, so
+    the points of one worker share it instead of solving it again. ``key`` must hold every input
+    ``compute`` reads; the value is returned as computed (callers must not modify it). A memo, not state:
+    the result is the one ``compute()`` returns (tests hold shared and fresh results equal).
+    """
+    if key in _SHARED:
+        _SHARED.move_to_end(key)
+        return _SHARED[key]
+    value = compute()
+    _SHARED[key] = value
+    while len(_SHARED) > SHARED_SIZE:
+        _SHARED.popitem(last=False)
+    return value
+
+
+#: the parameters of theory-vs-adam's family that only its simulation side reads (a control's planted
+#: change on the ERM side); the theory row of a control differing only in these equals the test's
+SIM_ONLY = frozenset({"sim_lam_scale", "sim_beta"})
+
+
+def shared_theory_row(point: Any, run: Callable[[Any], _T]) -> _T:
+    """``run(point)`` for a ``side = "theory"`` point of theory-vs-adam's family, shared between the
+    points whose parameters differ only in :data:`SIM_ONLY` (the test's theory row and a control's)."""
+    import dataclasses
+
+    p = point.p
+    key = tuple(
+        sorted((f.name, repr(getattr(p, f.name))) for f in dataclasses.fields(p) if f.name not in SIM_ONLY)
+    )
+    r = shared(("theory-row", type(p).__module__, key), lambda: run(point))
+    return type(r)(metrics=dict(r.metrics), arrays=dict(r.arrays))  # a copy: the caller may modify it
 
 
 def device_name(device: Any) -> str:

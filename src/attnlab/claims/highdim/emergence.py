@@ -39,7 +39,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnlab.claims.highdim._common import PAPER, SETTING_DOMAINS, device_name, groups, ok_rows, setting
+from attnlab.claims.highdim._common import (
+    PAPER,
+    SETTING_DOMAINS,
+    device_name,
+    groups,
+    ok_rows,
+    setting,
+    shared,
+)
 from attnlab.engine.params import In, OneOf
 from attnlab.engine.protocol import (
     NO_PERTURBATION,
@@ -114,9 +122,14 @@ def run(point: Point) -> Result:
     if not p.tail:
         vals[p.modes :] = 0.0
         S0 = keep_outliers(S0, p.modes, 0.0)  # the strongest eigenvalues kept, the rest set to zero
-    s = setting(p, target=DiscreteSpectrum(vals))
-    fp = state_evolution(s, p.alpha, nodes=p.nodes, scrambles=p.scrambles)
-    ps = predicted_spectrum(s, fp)
+
+    def theory():  # seed-independent (the spectrum, not S0's rotation): shared by the seeds and the control
+        s = setting(p, target=DiscreteSpectrum(vals))
+        fp = state_evolution(s, p.alpha, nodes=p.nodes, scrambles=p.scrambles)
+        return fp, predicted_spectrum(s, fp)
+
+    key = (__name__, p.d, p.gamma, p.modes, p.tail, p.kappa0, p.noise, p.tokens, p.lam, p.alpha, p.nodes)
+    fp, ps = shared((*key, p.scrambles), theory)
     cfg = TrainConfig(max_steps=p.max_steps, rtol=p.rtol, optimizer=p.optimizer, dtype=p.dtype)
     r = simulate(
         p.d,

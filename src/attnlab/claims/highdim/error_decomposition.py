@@ -45,7 +45,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attnlab.claims.highdim._common import PAPER, SETTING_DOMAINS, device_name, groups, ok_rows, setting
+from attnlab.claims.highdim._common import (
+    PAPER,
+    SETTING_DOMAINS,
+    device_name,
+    groups,
+    ok_rows,
+    setting,
+    shared,
+)
 from attnlab.engine.params import In, OneOf
 from attnlab.engine.protocol import (
     NO_PERTURBATION,
@@ -119,9 +127,13 @@ def run(point: Point) -> Result:
     from attnlab.highdim.decomposition import recovered_blocks
 
     p: Params = point.p
-    s = setting(p, target=power_law_spectrum(p.d, p.gamma))
-    fp = state_evolution(s, p.alpha, nodes=p.nodes)
-    k = predicted_outliers(predicted_spectrum(s, fp), p.d)
+
+    def theory():  # seed-independent: shared by the seeds and the control at one α
+        s = setting(p, target=power_law_spectrum(p.d, p.gamma))
+        fp = state_evolution(s, p.alpha, nodes=p.nodes)
+        return fp, predicted_outliers(predicted_spectrum(s, fp), p.d)
+
+    fp, k = shared((__name__, p.d, p.gamma, p.kappa0, p.noise, p.tokens, p.lam, p.alpha, p.nodes), theory)
     S0 = power_law_target(p.d, p.gamma, generator(derive_seed(point.seed, "target")), device=point.device)
     r = simulate(
         p.d,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from attnlab.claims.highdim import theory_vs_adam as tva
+from attnlab.claims.highdim._common import shared_theory_row
 from attnlab.engine.protocol import Claim, Control, Grid, Point, Result
 
 __all__ = ["CLAIM", "CLAIMS", "Params", "run"]
@@ -25,6 +26,8 @@ class Params(tva.Params):
 
 
 def run(point: Point) -> Result:
+    if point.p.side == "theory":  # doubled_lam's theory row is the test's (it changes the ERM side only)
+        return shared_theory_row(point, tva.run)
     return tva.run(point)
 
 

@@ -48,7 +48,7 @@ import numpy as np
 from scipy.stats import chi2
 
 from attnlab.claims.highdim import theory_vs_adam as tva
-from attnlab.claims.highdim._common import ok_rows
+from attnlab.claims.highdim._common import ok_rows, shared_theory_row
 from attnlab.engine.protocol import (
     NO_PERTURBATION,
     Claim,
@@ -77,6 +77,8 @@ def run(point: Point) -> Result:
     p: Params = point.p
     if p.side == "simulation" and p.sim_beta is not None:
         return tva.run(point, dataclasses.replace(p, beta=p.sim_beta, beta0=p.sim_beta))
+    if p.side == "theory":  # beta_one_erm's theory row is the test's (it changes the ERM side only)
+        return shared_theory_row(point, tva.run)
     return tva.run(point)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attnlab.claims.highdim import theory_vs_adam as tva
+from attnlab.claims.highdim._common import shared_theory_row
 from attnlab.engine.protocol import Claim, Grid, Point, Result
 
 __all__ = ["CLAIM", "CLAIMS", "Params", "run"]
@@ -24,6 +25,8 @@ class Params(tva.Params):
 
 
 def run(point: Point) -> Result:
+    if point.p.side == "theory":  # the control's theory row is the test's (it changes the ERM side only)
+        return shared_theory_row(point, tva.run)
     return tva.run(point)
 
 
