@@ -44,6 +44,8 @@ from attnlab.highdim.spectra import J_and_derivatives
 __all__ = ["refine", "stack_channels"]
 
 _FD_STEP = 2e-3  # forward-difference step of the mean map in y (module docstring, :func:`_mean_jacobians`)
+_JAC_SHARE = 4  # the difference Jacobian on a quarter of each scramble at λ̃ ≥ 1e-3 (:func:`_jacobian_nodes`)
+_JAC_MIN = 16384  # … but on at least this many of them (all of a smaller scramble)
 _MAX_ROUNDS = 6
 _SETTLE = 0.2  # the rounds stop once the mean moves by less than this many of its standard errors
 
@@ -67,22 +69,39 @@ def stack_channels(chans: list[OutputChannel]) -> tuple[OutputChannel, list[int]
     return out, sizes
 
 
-def _hats_per_scramble(ch, sizes, x, alpha, starts=None):
+def _hats_per_scramble(ch, sizes, x, alpha, starts=None, weights=None):
     """``(q̂, m̂, Σ̂, E[M])`` of each scramble at ``x``, (R, 4), and the two branches' solutions.
 
     ``starts`` None: the two cold starts of :meth:`OutputChannel.prox_best` (``z`` and the interpolating
     point); else the two branches' solutions of the previous round, each followed from where it was (the
     same local minima a little further on, a few Newton steps instead of a solve). Either way the lower of
-    the two is taken at every node."""
+    the two is taken at every node. Where the two branches sit at the same point (to 1e-9), following them
+    is one proximal step, done once: away from the small-λ̃ peak almost every node has a single minimum, so
+    this halves the cost of a followed evaluation. ``weights``: the nodes' weights in their scramble's sum
+    (default the channel's)."""
     q, m, sg = (float(v) for v in x)
     z = ch.z_of(q, m)
-    a0, b0 = (None, ch.interpolating_start(z)) if starts is None else starts
-    hA, vA = ch.prox(z, sg, h0=a0)
-    hB, vB = ch.prox(z, sg, h0=b0)
+    if starts is None:
+        hA, vA = ch.prox(z, sg)
+        hB, vB = ch.prox(z, sg, h0=ch.interpolating_start(z))
+    else:
+        a0, b0 = starts
+        hA, vA = ch.prox(z, sg, h0=a0)
+        apart = (a0 - b0).abs().amax(-1) > 1e-9 * (1 + a0.abs().amax(-1))
+        rows = torch.nonzero(apart).flatten()
+        hB, vB = hA.clone(), vA.clone()
+        if rows.numel():
+            hB[rows], vB[rows] = ch.prox(z[rows], sg, h0=b0[rows], rows=rows)
     low = vB < vA
     h, M = torch.where(low.unsqueeze(-1), hB, hA), torch.where(low, vB, vA)
-    t = ch.weights[:, None] * ch.node_terms(q, m, sg, alpha, z, h, M)  # (N, 4)
-    return np.array([p.sum(0).numpy() for p in torch.split(t, sizes)]), (hA, hB)
+    w = ch.weights if weights is None else weights
+    terms = ch.node_terms(q, m, sg, alpha, z, h, M)  # (N, 4)
+    return _sums(w[:, None] * terms, sizes), (hA, hB), terms
+
+
+def _sums(t, sizes) -> np.ndarray:
+    """Per-scramble sums of weighted node values ``t`` (N, 4): (R, 4)."""
+    return np.array([p.sum(0).numpy() for p in torch.split(t, sizes)])
 
 
 def _g(setting, hats, y) -> np.ndarray | None:
@@ -100,18 +119,43 @@ def _g(setting, hats, y) -> np.ndarray | None:
     return to_y(setting.q0, fx) - y
 
 
-def _mean_jacobians(setting, alpha, big, sizes, y0, H0, G0, branches):
+def _jacobian_nodes(setting: Setting, chans: list[OutputChannel], sizes: list[int]):
+    """The nodes of the difference Jacobian, stacked, with their rows in the stacked channel of all
+    scrambles: at λ̃ ≥ 1e-3 the first quarter of each scramble's nodes, at least ``_JAC_MIN`` (whole label
+    nodes; a prefix of a scrambled Sobol sequence is itself a balanced set); below, where the motion of the
+    tie between the two proximal minima shapes the Jacobian and a quarter of the nodes moved the error bar
+    of Σ by a quarter (docs/se-accuracy.md), all of them."""
+    share = _JAC_SHARE if setting.lam >= 1e-3 else 1
+    heads = [c.head(max(c.N // share, min(c.N, _JAC_MIN))) for c in chans]
+    sub, sub_sizes = stack_channels(heads)
+    offsets = np.cumsum([0, *sizes[:-1]])
+    rows = torch.cat([torch.arange(h.N) + int(o) for h, o in zip(heads, offsets)])
+    return sub, sub_sizes, rows
+
+
+def _mean_jacobians(setting, alpha, chans, sizes, y0, terms0, branches):
     """Forward-difference Jacobians of the mean map's ``G`` (3, 3) and of its hats with ``E[M]`` (4, 3) at
-    ``y0``, on all scrambles' nodes, each branch followed from its solution at ``y0`` and the lower taken at
-    every node; None where the map fails. The step is large enough (``_FD_STEP``) that the nodes crossing the
-    tie between the two minima within it sample the motion of that set, which the derivative of either
-    branch misses and which flattens the map near the small-λ̃ peak."""
+    ``y0``, each branch followed from its solution at ``y0`` and the lower taken at every node; None where
+    the map fails. The step is large enough (``_FD_STEP``) that the nodes crossing the tie between the two
+    minima within it sample the motion of that set, which the derivative of either branch misses and which
+    flattens the map near the small-λ̃ peak. The differences are taken on the nodes of
+    :func:`_jacobian_nodes` (at λ̃ ≥ 1e-3 a quarter of every scramble's): the Jacobian steers the steps and
+    scales the error bar, it does not enter the point (a settled solve has ``mean G ≈ 0``), and a quarter of
+    the nodes moves the point by ≤ 0.02 and the error bars by ≤ 4% (docs/se-accuracy.md). ``terms0``: the
+    per-node terms at ``y0`` on all nodes."""
     q0 = setting.q0
+    sub, sub_sizes, rows = _jacobian_nodes(setting, chans, sizes)
+    H0 = _sums(sub.weights[:, None] * terms0[rows], sub_sizes)
+    G0 = [_g(setting, h, y0) for h in H0]
+    if any(g is None for g in G0):
+        return None
+    G0, H0 = np.mean(G0, 0), H0.mean(0)
+    sub_branches = (branches[0][rows], branches[1][rows])
     JG, JH = np.empty((3, 3)), np.empty((4, 3))
     for j in range(3):
         y = y0.copy()
         y[j] += _FD_STEP
-        H, _ = _hats_per_scramble(big, sizes, to_x(q0, y), alpha, branches)
+        H, _, _ = _hats_per_scramble(sub, sub_sizes, to_x(q0, y), alpha, sub_branches)
         G = [_g(setting, h, y) for h in H]
         if any(g is None for g in G):
             return None
@@ -135,12 +179,12 @@ def refine(
     ybar = to_y(q0, np.array([pilot_fp.q, pilot_fp.m, pilot_fp.sigma]))
     big, sizes = stack_channels(chans)
     r = len(chans)
-    H, branches = _hats_per_scramble(big, sizes, to_x(q0, ybar), alpha)  # (R, 4), cold starts
+    H, branches, terms = _hats_per_scramble(big, sizes, to_x(q0, ybar), alpha)  # (R, 4), cold starts
     Gs = [_g(setting, h, ybar) for h in H]
     if any(g is None for g in Gs):
         return None
     Gs = np.array(Gs)  # (R, 3)
-    jac = _mean_jacobians(setting, alpha, big, sizes, ybar, H.mean(0), Gs.mean(0), branches)
+    jac = _mean_jacobians(setting, alpha, chans, sizes, ybar, terms, branches)
     if jac is None:
         return None
     JG, JH = jac
@@ -163,7 +207,7 @@ def refine(
         last = (ybar, Gs.mean(0), H.mean(0))
         ybar = new
         rounds += 1
-        H, branches = _hats_per_scramble(big, sizes, to_x(q0, ybar), alpha, branches)
+        H, branches, _ = _hats_per_scramble(big, sizes, to_x(q0, ybar), alpha, branches)
         Gs = [_g(setting, h, ybar) for h in H]
         if any(g is None for g in Gs):
             return None
