@@ -113,8 +113,11 @@ def test_state_evolution_onset_is_a_numerics_part():
     v = CLAIM.decide(rows)
     assert v.status == "holds" and v.parts == {} and v.numbers["alpha_se"] is None and "n/a" in v.note
     th = [p for p in CLAIM.points("quick") if p.p.side == "theory"]
-    assert [p.p.se_closed_form for p in th] == [False]
-    assert [p.p.se_closed_form for p in CLAIM.points("full") if p.p.side == "theory"] == [True]
+    assert [p.p.se_closed_form for p in th] == [False, False]  # the test's and the control's
+    full = [
+        (p.params.get("control"), p.p.se_closed_form) for p in CLAIM.points("full") if p.p.side == "theory"
+    ]
+    assert full == [(None, True), ("other_noise", False)]
 
 
 def test_power():
@@ -143,8 +146,9 @@ def test_off_grid_few_seeds_and_few_sizes_are_outside():
 
 def test_grids_straddle_the_threshold():
     for prof in ("quick", "full"):
-        pts = [p for p in CLAIM.points(prof) if p.p.side == "simulation"]
-        th = [p for p in CLAIM.points(prof) if p.p.side == "theory"]
+        test = [p for p in CLAIM.points(prof) if "control" not in p.params]
+        pts = [p for p in test if p.p.side == "simulation"]
+        th = [p for p in test if p.p.side == "theory"]
         assert len(th) == 1 and min(th[0].p.se_alphas) < 0.9 * A_INTERP < 1.1 * A_INTERP < max(
             th[0].p.se_alphas
         )
@@ -159,3 +163,35 @@ def test_real_point_records_the_threshold():
     m = CLAIM.run(p).metrics
     assert m["alpha_interp"] == pytest.approx(A_INTERP, rel=1e-6) and m["steps"] <= 50
     assert m["train_loss"] >= m["data_loss"] > 0
+
+
+def test_other_noise_control_moves_the_theory_only(monkeypatch):
+    # the control's simulations are the test's (Δ = 0.5; se_noise is read by the theory side only), its
+    # theory row solves the state evolution at Δ = 0.05 on a higher α grid
+    from attnlab.claims.highdim import interpolation_threshold as it
+    from attnlab.highdim import se_thresholds
+
+    pts = CLAIM.points("quick")
+    ctl = [p for p in pts if p.params.get("control") == "other_noise"]
+    sims = [p for p in ctl if p.params["side"] == "simulation"]
+    assert {p.params["noise"] for p in sims} == {0.5} and {p.params["rep"] for p in sims} == {0, 1, 2}
+    (th,) = [p for p in ctl if p.params["side"] == "theory"]
+    seen = []
+
+    def fake_scan(s, alphas, lams, nodes, seed=0):
+        seen.append((s.noise, tuple(alphas), tuple(lams)))
+        return [[None] * len(alphas) for _ in lams]
+
+    monkeypatch.setattr(se_thresholds, "lam_scan", fake_scan)
+    monkeypatch.setattr(se_thresholds, "data_loss", lambda s, fp: 1.0)
+    with pytest.raises(AttributeError):  # the fake fixed points stop it after the scans
+        it.run(th)
+    assert (
+        seen
+        and {s[0] for s in seen} == {0.05}
+        and seen[0][1] == (0.19, 0.2, 0.21, 0.22, 0.23, 0.24, 0.25, 0.26)
+    )
+    # the closed form the control's Δ moves the threshold by (its reason): +17%
+    from attnlab.highdim import interpolation_threshold
+
+    assert interpolation_threshold(0.5, 0.05, 2)[0] / A_INTERP - 1 == pytest.approx(0.172, abs=0.001)

@@ -8,8 +8,7 @@ import dataclasses
 
 import pytest
 
-from attnlab.claims.highdim import _common
-from attnlab.claims.highdim import emergence, tokens
+from attnlab.claims.highdim import _common, emergence, tokens
 from attnlab.engine.points import Point
 
 

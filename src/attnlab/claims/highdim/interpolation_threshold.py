@@ -46,7 +46,18 @@ import numpy as np
 from attnlab.claims.highdim._common import PAPER, SETTING_DOMAINS, device_name, groups, ok_rows, train_config
 from attnlab.claims.highdim._common import se_threshold as _se_threshold
 from attnlab.engine.params import In
-from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Part, Point, Predict, Result, Row, Verdict
+from attnlab.engine.protocol import (
+    NO_PERTURBATION,
+    Claim,
+    Control,
+    Grid,
+    Part,
+    Point,
+    Predict,
+    Result,
+    Row,
+    Verdict,
+)
 
 __all__ = ["CLAIM", "CLAIMS", "Params", "run", "verdict"]
 
@@ -80,6 +91,7 @@ class Params:
     se_rtol: float = 0.05  # the data loss is in its λ̃ → 0 limit where the two λ̃ agree to this
     se_sim_alphas: tuple[float, ...] = (0.15, 0.16, 0.17, 0.18, 0.19, 0.2)  # the curve at the sims' λ̃
     se_cross_scrambles: int = 3  # node sets of the curve at the sims' λ̃ (the crossing's quadrature error)
+    se_noise: float | None = None  # the theory side's Δ (None: the simulations'); control other_noise only
 
     DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
         **SETTING_DOMAINS,
@@ -91,6 +103,7 @@ class Params:
         "se_rtol": In("(0, 1)"),
         "se_sim_alphas": In("(0, inf)"),
         "se_cross_scrambles": In("[1, inf)", cap=64),
+        "se_noise": In("[0, inf)"),
     }
 
 
@@ -129,7 +142,7 @@ def _theory(p: Params, ai: float) -> Result:
     from attnlab.claims.highdim._common import setting
     from attnlab.highdim.se_thresholds import data_loss, lam_scan
 
-    s = setting(p)
+    s = setting(p) if p.se_noise is None else setting(p, noise=p.se_noise)
     # the λ̃ → 0 scan of the closed-form part (the quick profile leaves it out)
     scan = lam_scan(s, p.se_alphas, p.se_lams, nodes=p.se_nodes) if p.se_closed_form else []
     data = [[data_loss(replace(s, lam=lam), fp) for fp in row] for lam, row in zip(p.se_lams, scan)]
@@ -259,6 +272,26 @@ _GRID_ALPHAS = [0.13, 0.145, 0.16, 0.175, 0.19, 0.205]
 _THEORY = Grid({}, {"side": "theory", "noise": 0.5, "rep": 0, "se_closed_form": False})
 _THEORY_FULL = Grid({}, {"side": "theory", "noise": 0.5, "rep": 0, "se_nodes": 2048})
 
+# Negative control: the state evolution solved at Δ = 0.05 while the simulations stay at Δ = 0.5. The closed
+# form moves from α_interp = 0.1535 to 0.1799 (+17%), and the state evolution's crossing of 3λ̃ at λ̃ = 1e-5
+# from 0.180 to about 0.227 (+26%; one 512-node scramble: data loss 2.05e-5 at α = 0.22, 3.55e-5 at 0.23),
+# about twice the band of three seeds per d (10-13%), so the verdict must fail through the crossing gap. Its
+# curve is read on a higher α grid (the crossing leaves 0.15-0.2); three seeds per d keep its cost to half
+# the test's simulations. (At Δ = 8 the closed form moves by -15% but the crossing at λ̃ = 1e-5 only by -4.7%,
+# 0.1713: inside the band, no control.)
+OTHER_NOISE = Control(
+    expect="fails",
+    set={
+        "se_noise": 0.05,
+        "se_sim_alphas": [0.19, 0.2, 0.21, 0.22, 0.23, 0.24, 0.25, 0.26],
+        "rep": MIN_SEEDS,
+        "se_closed_form": False,  # the crossing decides; the λ̃ → 0 scan is the test's numerics part
+    },
+    why="the state evolution at Δ = 0.05 describes another problem than the simulations' at Δ = 0.5: its "
+    "threshold lies 17% higher (closed form) and its crossing of the level about 26% higher, so the "
+    "simulations' crossings must miss it",
+)
+
 CLAIM = Claim(
     id="highdim.interpolation-threshold",
     kind="theorem",
@@ -267,7 +300,7 @@ CLAIM = Claim(
     statement="As λ̃ → 0+ the training loss vanishes below α_interp and is positive above it: at a small "
     "finite λ̃ the simulated ERM's data loss rises through a level where the state evolution's does (large-d "
     "crossing within 2 standard errors); the state evolution's data loss leaves zero at α_interp (numerics).",
-    version=6,
+    version=7,
     params=Params,
     grids={
         # α every 0.015 (10% of α_interp = 0.1535 at κ0 = 0.5, Δ = 0.5, T = 2) from 0.85 α_interp to
@@ -293,6 +326,7 @@ CLAIM = Claim(
         "alpha_cross_se": "the α where the state evolution's data loss at the simulations' λ̃ crosses the "
         "level",
     },
+    controls={"other_noise": OTHER_NOISE},
     parts={
         "closed-form": Part(
             "numerics", "the state evolution's onset (λ̃ → 0) within 2% of the closed form α_interp"
