@@ -9,7 +9,7 @@ import torch
 from scipy import integrate
 
 from attnlab.highdim import OutputChannel, Setting, state_evolution
-from attnlab.highdim.channel import two_token_test_error
+from attnlab.highdim.channel import default_nodes, layout, two_token_test_error, w_nodes
 
 
 @pytest.mark.parametrize("lam,q,m,sigma", [(1e-2, 1.46, 1.38, 2.3), (1e-4, 5.13, 2.12, 62.2)])
@@ -104,16 +104,25 @@ def test_product_rule_against_sobol_at_fixed_order_parameters():
 
 
 def test_product_rule_layout_and_head():
-    ch = OutputChannel(REF, 9216, seed=1)
+    mid = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=1e-3)  # a 6 × 6 grid in w
+    ch = OutputChannel(mid, 9216, seed=1)
     assert ch.rule == "product" and ch.N == 9216 and float(ch.weights.sum()) == pytest.approx(1.0)
     # Gauss–Hermite weights of the w grid: E w = 0 and E w wᵀ = the projector onto the row space, exactly
     ww = ch.weights[:, None, None] * ch.w[:, :, None] * ch.w[:, None, :]
     assert torch.allclose(ww.sum(0), ch._proj, atol=1e-12)
     # a prefix of whole label nodes is a rule of its own, the same as a channel of that many nodes
     h = ch.head(4096)
-    small = OutputChannel(REF, 4096, seed=1, rule="product")
+    small = OutputChannel(mid, 4096, seed=1, rule="product")
     assert h.N == small.N == 4068 and torch.equal(h.v, small.v) and torch.equal(h.weights, small.weights)
-    assert OutputChannel(REF, 4096).rule == "sobol"  # too few label nodes for the product rule
+    assert OutputChannel(mid, 4096).rule == "sobol"  # too few label nodes for the product rule
+    # the grid and the default node count by λ̃: 5 × 5 at λ̃ ≥ 1e-2 (2048 label nodes), 6 × 6 down to 1e-3
+    # (2048), 12 × 12 below (512); the product rule from 9216 nodes on, so smaller counts keep Sobol nodes
+    for lam, n, nodes in ((1e-2, 5, 51200), (1e-3, 6, 73728), (1e-4, 12, 73728)):
+        s = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=lam)
+        assert (w_nodes(s), default_nodes(s)) == (n, nodes)
+        assert layout(s, default_nodes(s)) == ("product", nodes)
+    assert layout(REF, 8192) == ("sobol", 8192) and layout(REF, 9216) == ("product", 9200)
+    assert default_nodes(Setting(tokens=3)) == 73728
     with pytest.raises(ValueError, match="rule"):
         OutputChannel(Setting(tokens=3), 9216, rule="product")
     with pytest.raises(ValueError, match="rule"):
@@ -165,3 +174,28 @@ def test_followed_branches_computed_once_where_they_coincide():
     t = big.weights[:, None] * big.node_terms(q2, m2, sg2, a, z, h, M)
     ref = np.array([p.sum(0).numpy() for p in torch.split(t, sizes)])
     np.testing.assert_allclose(H, ref, rtol=1e-9)
+
+
+def test_five_point_grid_in_w_against_a_sixteen_point_grid(monkeypatch):
+    # At λ̃ ≥ 1e-2 the product rule's grid in w is 5 × 5. Independent computation: the same label nodes with a
+    # 16 × 16 grid (converged: 8 and 12 agree with it to 1e-5 in docs/se-accuracy.md), at the point of the
+    # λ̃ = 1e-2 curve with the largest measured bias of the 4 × 4 grid (α = 0.2, Σ ≈ 11, measured there: 5 × 5
+    # ≤ 5e-6, 4 × 4 3.8e-5 on Σ̂). The hats agree to 1e-4 relative, a tenth of the accuracy goal and about
+    # two standard errors of the default solve's hats; their label-node error cancels in the pairing.
+    import attnlab.highdim.channel as chm
+
+    s = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=1e-2)
+    q, m, sg, a = 1.1026, 1.0735, 11.091, 0.2
+
+    def hats(n):
+        ch = OutputChannel(s, 512 * n * n, seed=3, rule="product")
+        z = ch.z_of(q, m)
+        h, M = ch.prox_best(z, sg)
+        return ch.average(ch.node_terms(q, m, sg, a, z, h, M)).numpy()
+
+    five = hats(5)
+    monkeypatch.setattr(chm, "w_nodes", lambda setting: 16)
+    fine = hats(16)
+    np.testing.assert_allclose(five, fine, rtol=1e-4)
+    monkeypatch.setattr(chm, "w_nodes", lambda setting: 2)  # a planted coarse grid fails the same check
+    assert not np.allclose(hats(2), fine, rtol=1e-4, atol=0)

@@ -108,12 +108,13 @@ def se(
     alpha: float = typer.Option(..., "--alpha", help="Sample ratio α = n/d²."),
     beta: float = BETA,
     beta0: float = BETA0,
-    nodes: int = typer.Option(
-        73728,
+    nodes: int | None = typer.Option(
+        None,
         "--nodes",
-        help="Nodes of the output expectation in each scramble (at T = 2 from 256 label nodes on: Sobol "
-        "label nodes times an n × n Gauss–Hermite grid, n = 6 at λ̃ ≥ 1e-3 and 12 below, `rule` in the "
-        "JSON; else scrambled Sobol).",
+        help="Nodes of the output expectation in each scramble (at T = 2 from 9216 nodes and 256 label nodes "
+        "on: Sobol label nodes times an n × n Gauss–Hermite grid, n = 5 at λ̃ ≥ 1e-2, 6 down to 1e-3 and 12 "
+        "below, `rule` in the JSON; else scrambled Sobol). Default: 2048 label nodes, at most 73728 nodes "
+        "(51200 at λ̃ ≥ 1e-2, else 73728).",
     ),
     scrambles: int = typer.Option(
         4,
@@ -133,16 +134,18 @@ def se(
     """Solve the state evolution (docs/highdim.md C3) at one α: order parameters and observables."""
     from attnlab.core.validation import check_int, check_real
     from attnlab.highdim import Setting, state_evolution
-    from attnlab.highdim.channel import layout
+    from attnlab.highdim.channel import default_nodes, layout
 
     _check_setting(kappa0, noise, tokens, lam, beta, beta0)
     # α above 1000 is the noiseless limit, reached long before (and the solver's fixed point turns nan)
     check_real("--alpha", alpha, min=0.0, min_open=True, max=1000.0)
+    s = Setting(kappa0=kappa0, noise=noise, tokens=tokens, lam=lam, beta=beta, beta0=beta0)
+    if nodes is None:
+        nodes = default_nodes(s)
     _check_nodes(nodes, tokens)
     check_int("--scrambles", scrambles, min=1, max=64)
     # the refinement holds every scramble's nodes in one batch
     _check_nodes(nodes * scrambles, tokens)
-    s = Setting(kappa0=kappa0, noise=noise, tokens=tokens, lam=lam, beta=beta, beta0=beta0)
     with TaskProgress("solving the state evolution"):
         fp = state_evolution(
             s, alpha, nodes=nodes, scrambles=scrambles, starts="auto" if multi_start else None

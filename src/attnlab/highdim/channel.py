@@ -24,21 +24,37 @@ __all__ = [
     "flat_to_matrix_map",
     "layout",
     "w_nodes",
+    "default_nodes",
     "one_thread",
     "two_token_test_error",
 ]
 
 _DTYPE = torch.float64
-_PRODUCT_LABELS = 256  # "auto" takes the product rule from this many label nodes on
+_PRODUCT_NODES = 9216  # "auto" takes the product rule from this many nodes on (256 label nodes × 6 × 6)
+_LABELS = 2048  # label nodes of the default node count (:func:`default_nodes`)
 
 
 def w_nodes(setting: Setting) -> int:
     """Gauss–Hermite nodes per dimension of ``w`` in the product rule (docs/se-accuracy.md).
 
-    The integrand in ``w`` jumps where the two proximal minima tie, more so at large Σ: at λ̃ = 1e-4,
-    α = 0.25 (Σ ≈ 61) six nodes leave a bias of 1.6e-4 on Σ̂ (5.7 standard errors of 8.4 million Sobol
-    nodes on ``G_q``) and twelve none that those resolve; at λ̃ ≥ 1e-3 six show none at 1e-4."""
+    The integrand in ``w`` jumps where the two proximal minima tie, near the interpolation peak of the
+    small-λ̃ curves: at λ̃ = 1e-4, α = 0.25 (Σ ≈ 61) six nodes leave a bias of 1.6e-4 on Σ̂ (5.7 standard
+    errors of 8.4 million Sobol nodes on ``G_q``) and twelve none that those resolve; at λ̃ = 1e-3, α = 0.3
+    four leave 3.4e-4 on Σ̂ and six none beyond 1e-4; at λ̃ = 1e-2 (α = 0.1 to 1, Σ = 0.8 to 19) five
+    leave at most 1.6e-5 on any hat against sixteen (four: 3.8e-5 on Σ̂ at α = 0.2, about one standard
+    error of the default solve)."""
+    if setting.lam >= 1e-2:
+        return 5
     return 6 if setting.lam >= 1e-3 else 12
+
+
+def default_nodes(setting: Setting) -> int:
+    """The default nodes per scramble of :func:`~attnlab.highdim.state_evolution.state_evolution`: at
+    T = 2 the product rule's 2048 label nodes times its grid, at most 73728 (51200 at λ̃ ≥ 1e-2, 73728 at
+    1e-3 ≤ λ̃ < 1e-2 and 512 label nodes × 144 below); 73728 Sobol nodes at other T."""
+    if setting.tokens != 2:
+        return 73728
+    return min(73728, _LABELS * w_nodes(setting) ** 2)
 
 
 @contextlib.contextmanager
@@ -57,7 +73,7 @@ def layout(setting: Setting, nodes: int, rule: str = "auto") -> tuple[str, int]:
     """The rule (``"sobol"`` or ``"product"``) and the number of nodes :class:`OutputChannel` uses for
     ``nodes`` requested nodes."""
     if rule == "auto":  # the product rule needs enough label nodes to beat Sobol (docs/highdim.md C3)
-        big = setting.tokens == 2 and nodes >= _PRODUCT_LABELS * w_nodes(setting) ** 2
+        big = setting.tokens == 2 and nodes >= max(_PRODUCT_NODES, 256 * w_nodes(setting) ** 2)
         rule = "product" if big else "sobol"
     if rule == "product":
         k = w_nodes(setting) ** 2
@@ -104,8 +120,8 @@ class OutputChannel:
         independent of the labels on an ``n × n`` Gauss–Hermite grid for each of them, the nodes weighted
         (``weights``). The integrand is rough in ``v`` and smooth in ``w`` (docs/se-accuracy.md),
         so the product rule's error is about a third to a quarter of Sobol's at the same number of nodes.
-        ``"auto"`` (default): the product rule at T = 2 from 256 label nodes on (9216 nodes at
-        λ̃ ≥ 1e-3, 36864 below), Sobol otherwise.
+        ``"auto"`` (default): the product rule at T = 2 from 9216 nodes and 256 label nodes on (9216
+        nodes at λ̃ ≥ 1e-3, 36864 below), Sobol otherwise.
     """
 
     def __init__(self, setting: Setting, nodes: int = 4096, seed: int = 0, rule: str = "auto"):

@@ -18,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from attnlab.core.validation import check_int, check_real
-from attnlab.highdim.channel import OutputChannel, flat_to_matrix, one_thread
+from attnlab.highdim.channel import OutputChannel, default_nodes, flat_to_matrix, one_thread
 from attnlab.highdim.channel import flat_to_matrix_map as flat_to_matrix_map
 from attnlab.highdim.fixed_point import FixedPoint, Stability, prior_equations, solve_anderson, solve_damped
 from attnlab.highdim.learned_spectrum import PredictedSpectrum, predicted_spectrum
@@ -46,7 +46,8 @@ __all__ = [
 ]
 
 
-#: the default nodes per scramble, scrambles and pilot nodes of :func:`state_evolution`
+#: the nodes per scramble (at T = 2 the default depends on λ̃: :func:`~attnlab.highdim.channel.default_nodes`),
+#: scrambles and pilot nodes of :func:`state_evolution`
 NODES, SCRAMBLES, PILOT = 73728, 4, 4096
 
 
@@ -59,7 +60,7 @@ def state_evolution(
     damping: float = 0.3,
     tol: float = 1e-6,
     max_iter: int = 500,
-    nodes: int = NODES,
+    nodes: int | None = None,
     seed: int = 0,
     channel: OutputChannel | Sequence[OutputChannel] | None = None,
     method: str = "newton",
@@ -99,11 +100,12 @@ def state_evolution(
         the largest relative change of the six order parameters in one iteration is below ``tol``.
     max_iter : int
         Iteration cap (map evaluations; ``converged`` is False when reached).
-    nodes : int
+    nodes : int or None
         Number of nodes of the output expectation in each scramble (:class:`OutputChannel`: at T = 2 and
-        from 256 label nodes on, scrambled Sobol label nodes times an ``n × n`` Gauss–Hermite grid, ``n`` 6
-        at λ̃ ≥ 1e-3 and 12 below, else scrambled Sobol nodes). The default, 73728 nodes on each of four
-        scrambles, is the accuracy study's choice (docs/se-accuracy.md).
+        from 9216 nodes and 256 label nodes on, scrambled Sobol label nodes times an ``n × n``
+        Gauss–Hermite grid, ``n`` 5 at λ̃ ≥ 1e-2, 6 at 1e-3 ≤ λ̃ < 1e-2 and 12 below, else scrambled Sobol
+        nodes). The default (:func:`~attnlab.highdim.channel.default_nodes`: 2048 label nodes, at most
+        73728 nodes) on each of four scrambles is the accuracy study's choice (docs/se-accuracy.md).
     seed : int
         Scrambling seed of the first set of nodes (the others: ``seed + 1``, …).
     channel : OutputChannel or a sequence of them, optional
@@ -137,6 +139,8 @@ def state_evolution(
     FixedPoint
     """
     scrambles = check_int("scrambles", scrambles, min=1)
+    if nodes is None:
+        nodes = default_nodes(setting)
     if channel is None:
         chans = channels(setting, nodes, seed, scrambles)
     elif isinstance(channel, OutputChannel):
@@ -184,11 +188,14 @@ def state_evolution(
 
 
 def channels(
-    setting: Setting, nodes: int = NODES, seed: int = 0, scrambles: int = SCRAMBLES
+    setting: Setting, nodes: int | None = None, seed: int = 0, scrambles: int = SCRAMBLES
 ) -> list[OutputChannel]:
     """``scrambles`` independently scrambled node sets (seeds ``seed``, ``seed + 1``, …) of ``nodes`` nodes
-    each: what :func:`state_evolution` solves on by default."""
+    each (default :func:`~attnlab.highdim.channel.default_nodes`): what :func:`state_evolution` solves on
+    by default."""
     scrambles = check_int("scrambles", scrambles, min=1)
+    if nodes is None:
+        nodes = default_nodes(setting)
     return [OutputChannel(setting, nodes, seed + i) for i in range(scrambles)]
 
 
@@ -350,9 +357,7 @@ def sweep(
     prev: FixedPoint | None = None
 
     def chans(s: Setting):
-        return channels(
-            s, kwargs.get("nodes", NODES), kwargs.get("seed", 0), kwargs.get("scrambles", SCRAMBLES)
-        )
+        return channels(s, kwargs.get("nodes"), kwargs.get("seed", 0), kwargs.get("scrambles", SCRAMBLES))
 
     # the channels carry the scrambles; nodes and seed go on to each solve as to a direct one
     kwargs = {k: v for k, v in kwargs.items() if k != "scrambles"}
