@@ -18,6 +18,7 @@ IDS = {
     "highdim.width",
     "highdim.nuclear-norm",
     "highdim.outliers-generalisation",
+    "highdim.training-loss",
 }
 
 

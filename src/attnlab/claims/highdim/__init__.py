@@ -15,6 +15,7 @@ from attnlab.claims.highdim import (
     temperature,
     theory_vs_adam,
     tokens,
+    training_loss,
     width,
 )
 
@@ -33,6 +34,7 @@ CLAIMS = [
     width.CLAIM,
     nuclear_norm.CLAIM,
     outliers_generalisation.CLAIM,
+    training_loss.CLAIM,
 ]
 
 __all__ = ["CLAIMS"]

@@ -335,4 +335,5 @@ FIGURES = {
     "highdim.width": theory_vs_adam,
     "highdim.nuclear-norm": nuclear_norm,
     "highdim.outliers-generalisation": outliers_generalisation,
+    "highdim.training-loss": theory_vs_adam,
 }
