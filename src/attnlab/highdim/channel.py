@@ -374,9 +374,11 @@ class OutputChannel:
         e0n, yn = e0.numpy(), yl.numpy()
         c0, c1 = e0n[:, 0].copy(), e0n[:, 1].copy()
         y0, y1 = yn[:, 0].copy(), yn[:, 1].copy()
+        # the logistic values and the objective at the iterate, carried over from the accepted trial point
+        s0, s1 = sig(x0), sig(x1)
+        val = value(x0 - c0, x1 - c1, s0, s1, y0, y1)
         for _ in range(max_iter):
             d0, d1 = x0 - c0, x1 - c1
-            s0, s1 = sig(x0), sig(x1)
             ds0, ds1 = s0 * (1 - s0), s1 * (1 - s1)
             r0, r1 = y0 - s0, y1 - s1
             g0 = g00 * d0 + g01 * d1 - b4 * r0 * ds0
@@ -389,8 +391,9 @@ class OutputChannel:
                 done = np.flatnonzero(gt < tol)
                 en[idx[done], 0], en[idx[done], 1] = x0[done], x1[done]
                 idx = idx[act]
-                x0, x1, c0, c1, y0, y1, d0, d1, s0, s1, ds0, ds1, r0, r1, g0, g1 = (
-                    v.take(act) for v in (x0, x1, c0, c1, y0, y1, d0, d1, s0, s1, ds0, ds1, r0, r1, g0, g1)
+                x0, x1, c0, c1, y0, y1, d0, d1, s0, s1, ds0, ds1, r0, r1, g0, g1, val = (
+                    v.take(act)
+                    for v in (x0, x1, c0, c1, y0, y1, d0, d1, s0, s1, ds0, ds1, r0, r1, g0, g1, val)
                 )
             gn0, gn1 = bb4 * ds0 * ds0, bb4 * ds1 * ds1  # Gauss–Newton curvature of each row's term
             a = g00 + gn0 - bb4 * r0 * ds0 * (1 - 2 * s0)  # exact second derivatives
@@ -402,12 +405,12 @@ class OutputChannel:
             det = a * c - b * b
             st0 = (b * g1 - c * g0) / det
             st1 = (b * g0 - a * g1) / det
-            val = value(d0, d1, s0, s1, y0, y1)
             slope = g0 * st0 + g1 * st1  # predicted decrease (negative)
             tiny = -slope < 1e-13 * (1 + np.abs(val))  # quadratic regime: the full step is taken
             # Armijo: the full step first at every node, then halving where it fails
             n0, n1 = x0 + st0, x1 + st1
-            cval = value(n0 - c0, n1 - c1, sig(n0), sig(n1), y0, y1)
+            ns0, ns1 = sig(n0), sig(n1)
+            cval = value(n0 - c0, n1 - c1, ns0, ns1, y0, y1)
             pend = np.flatnonzero(~((cval <= val + 1e-4 * slope) | tiny))
             if pend.size:
                 t = np.ones_like(x0)
@@ -415,15 +418,21 @@ class OutputChannel:
                 for _ in range(29):
                     t[pend] = tp
                     m0, m1 = x0[pend] + tp * st0[pend], x1[pend] + tp * st1[pend]
-                    cv = value(m0 - c0[pend], m1 - c1[pend], sig(m0), sig(m1), y0[pend], y1[pend])
+                    ms0, ms1 = sig(m0), sig(m1)
+                    cv = value(m0 - c0[pend], m1 - c1[pend], ms0, ms1, y0[pend], y1[pend])
                     ok = cv <= val[pend] + 1e-4 * tp * slope[pend]
+                    acc = pend[ok]
+                    ns0[acc], ns1[acc], cval[acc] = ms0[ok], ms1[ok], cv[ok]
                     if ok.all():
                         break
                     pend, tp = pend[~ok], tp[~ok] / 2
-                else:
+                else:  # no trial accepted: the step halved once more, its values computed afresh
                     t[pend] = tp
+                    m0, m1 = x0[pend] + tp * st0[pend], x1[pend] + tp * st1[pend]
+                    ns0[pend], ns1[pend] = sig(m0), sig(m1)
+                    cval[pend] = value(m0 - c0[pend], m1 - c1[pend], ns0[pend], ns1[pend], y0[pend], y1[pend])
                 n0, n1 = x0 + t * st0, x1 + t * st1
-            x0, x1 = n0, n1
+            x0, x1, s0, s1, val = n0, n1, ns0, ns1, cval
         en[idx, 0], en[idx, 1] = x0, x1
         d = e - e0
         h = z + (d @ PBinv.T) @ self.basis.T  # (n, K)
