@@ -199,6 +199,7 @@ def crossings(rows: Sequence[Row]) -> dict[int, list[float | None]]:
 
 
 MIN_SEEDS = 3  # seeds per d: the tolerance is their spread
+QUICK_SEEDS = 4  # the quick profile's seeds per d (the control keeps MIN_SEEDS)
 TOLERANCE = (
     "large-d simulation's level crossing (a + b/d over >= 3 d, >= 3 seeds each, trend χ²-tested) within 2 "
     "standard errors (its and the state evolution's quadrature error) of the state evolution's crossing at "
@@ -300,17 +301,17 @@ CLAIM = Claim(
     statement="As λ̃ → 0+ the training loss vanishes below α_interp and is positive above it: at a small "
     "finite λ̃ the simulated ERM's data loss rises through a level where the state evolution's does (large-d "
     "crossing within 2 standard errors); the state evolution's data loss leaves zero at α_interp (numerics).",
-    version=7,
+    version=8,
     params=Params,
     grids={
         # α every 0.015 (10% of α_interp = 0.1535 at κ0 = 0.5, Δ = 0.5, T = 2) from 0.85 α_interp to
-        # 1.34 α_interp; six seeds at three d (the 1/d trend is tested, not only fitted; three seeds per d
-        # left the extrapolated crossing uncertain by 5-7%, a band of 10.6-13.3% that a 10% shift of the
-        # prediction could not cross)
+        # 1.34 α_interp; four seeds at three d (the 1/d trend is tested, not only fitted). Bands over root
+        # seeds 0-3: three seeds per d 10.6-13.3%, four 7.7-10.5%, six 6.2-11.0%; none narrows below a 5%
+        # flip, so the claim decides through its control, and four seeds keep the quick profile in its budget
         "quick": Grid(
             {"alpha": _GRID_ALPHAS, "d": [20, 30, 40]},
             {"noise": 0.5, "lam": 1e-5, "max_steps": 4000},
-            seeds=2 * MIN_SEEDS,
+            seeds=QUICK_SEEDS,
             extra=[_THEORY],
         ),
         "full": Grid(
