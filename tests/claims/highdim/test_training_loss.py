@@ -109,7 +109,10 @@ def test_grids_and_registry():
     from attnlab.claims.highdim import CLAIMS
 
     assert tl.CLAIM in CLAIMS
-    for profile, sizes, lams in (("quick", SIZES, {0.01, 0.001}), ("full", {100: 12, 150: 10, 200: 8}, None)):
+    for profile, sizes, lams in (
+        ("quick", SIZES, {0.01, 0.001}),
+        ("full", {100: 24, 150: 16, 200: 12}, None),
+    ):
         pts = [p.p for p in tl.CLAIM.points(profile) if not p.control]
         sims = [p for p in pts if p.side == "simulation"]
         pairs = {(p.alpha, p.lam) for p in sims}
