@@ -110,10 +110,11 @@ def test_product_rule_layout_and_head():
     # Gauss–Hermite weights of the w grid: E w = 0 and E w wᵀ = the projector onto the row space, exactly
     ww = ch.weights[:, None, None] * ch.w[:, :, None] * ch.w[:, None, :]
     assert torch.allclose(ww.sum(0), ch._proj, atol=1e-12)
-    # a prefix of whole label nodes is a rule of its own, the same as a channel of that many nodes
+    # a prefix of whole label nodes is a rule of its own, the same as a channel of that many nodes: the
+    # largest power of 2 of label nodes that fits (4096 nodes: 113 label nodes of 36 fit, 64 are taken)
     h = ch.head(4096)
     small = OutputChannel(mid, 4096, seed=1, rule="product")
-    assert h.N == small.N == 4068 and torch.equal(h.v, small.v) and torch.equal(h.weights, small.weights)
+    assert h.N == small.N == 64 * 36 and torch.equal(h.v, small.v) and torch.equal(h.weights, small.weights)
     assert OutputChannel(mid, 4096).rule == "sobol"  # too few label nodes for the product rule
     # the grid and the default node count by λ̃: 5 × 5 at λ̃ ≥ 1e-2 (2048 label nodes), 6 × 6 down to 1e-3
     # (2048), 12 × 12 below (512); the product rule from 9216 nodes on, so smaller counts keep Sobol nodes
@@ -121,7 +122,8 @@ def test_product_rule_layout_and_head():
         s = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=lam)
         assert (w_nodes(s), default_nodes(s)) == (n, nodes)
         assert layout(s, default_nodes(s)) == ("product", nodes)
-    assert layout(REF, 8192) == ("sobol", 8192) and layout(REF, 9216) == ("product", 9200)
+    assert layout(REF, 8192) == ("sobol", 8192) and layout(REF, 9216) == ("product", 256 * 25)
+    assert layout(REF, 73728) == ("product", 2048 * 25)  # 2949 label nodes fit: 2048 taken
     assert default_nodes(Setting(tokens=3)) == 73728
     with pytest.raises(ValueError, match="rule"):
         OutputChannel(Setting(tokens=3), 9216, rule="product")

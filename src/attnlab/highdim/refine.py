@@ -45,7 +45,7 @@ __all__ = ["refine", "stack_channels"]
 
 _FD_STEP = 2e-3  # forward-difference step of the mean map in y (module docstring, :func:`_mean_jacobians`)
 _JAC_SHARE = 4  # the difference Jacobian on a quarter of each scramble at λ̃ ≥ 1e-3 (:func:`_jacobian_nodes`)
-_JAC_MIN = 16384  # … but on at least this many of them (all of a smaller scramble)
+_JAC_MIN = 8192  # … but on at least this many of them (all of a smaller scramble)
 _MAX_ROUNDS = 6
 _SETTLE = 0.2  # the rounds stop once the mean moves by less than this many of its standard errors
 
