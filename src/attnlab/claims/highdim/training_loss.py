@@ -1,5 +1,5 @@
 """``highdim.training-loss``: the state evolution's training loss is the large-d limit of the ERM's
-(docs/highdim.md C3, "The training loss against large-d ERM").
+(docs/highdim.md, "The training loss against large-d ERM").
 
 The state evolution predicts the minimum of the regularised empirical risk per d², ``(data loss +
 penalty)/d²``, as d → ∞ at fixed α = n/d². Its reading of the proximal step (the lower of the two minima
