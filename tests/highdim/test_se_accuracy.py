@@ -201,3 +201,15 @@ def test_five_point_grid_in_w_against_a_sixteen_point_grid(monkeypatch):
     np.testing.assert_allclose(five, fine, rtol=1e-4)
     monkeypatch.setattr(chm, "w_nodes", lambda setting: 2)  # a planted coarse grid fails the same check
     assert not np.allclose(hats(2), fine, rtol=1e-4, atol=0)
+
+
+def test_sweep_passes_its_scrambles_on():
+    # sweep(..., scrambles=k) solves on k node sets per setting, as state_evolution does; independent
+    # computation: the direct solve on the same channels (seed 0, one scramble; two scrambles).
+    from attnlab.highdim import sweep
+
+    one = sweep(REF, [0.5], nodes=512, scrambles=1)[0]
+    direct = state_evolution(REF, 0.5, nodes=512, scrambles=1)
+    assert one.scrambles in (None, 1) and one.stderr is None and one.q == direct.q
+    two = sweep(REF, [0.5], lams=[1e-2], nodes=512, scrambles=2)[0]
+    assert two.scrambles == 2 and two.q == state_evolution(REF, 0.5, nodes=512, scrambles=2).q

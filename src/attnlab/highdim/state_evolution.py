@@ -356,10 +356,13 @@ def sweep(
     out: list[FixedPoint] = []
     prev: FixedPoint | None = None
 
-    def chans(s: Setting):
-        return channels(s, kwargs.get("nodes"), kwargs.get("seed", 0), kwargs.get("scrambles", SCRAMBLES))
+    # the channels carry the scrambles (read before they leave kwargs); nodes and seed go on to each solve as
+    # to a direct one
+    scrambles = kwargs.get("scrambles", SCRAMBLES)
 
-    # the channels carry the scrambles; nodes and seed go on to each solve as to a direct one
+    def chans(s: Setting):
+        return channels(s, kwargs.get("nodes"), kwargs.get("seed", 0), scrambles)
+
     kwargs = {k: v for k, v in kwargs.items() if k != "scrambles"}
     if lams is None:
         ch = chans(setting)
