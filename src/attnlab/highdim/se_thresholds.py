@@ -25,7 +25,6 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
-from scipy import optimize
 
 from attnlab.core.validation import check_real
 from attnlab.highdim.channel import OutputChannel
@@ -81,6 +80,8 @@ def power_onset(alphas: Sequence[float], values: Sequence[float], side: Literal[
     lv = np.log(v)
     gap = 1e-9 * span
     lo, hi = (a.min() - 2 * span, a.min() - gap) if side == "above" else (a.max() + gap, a.max() + 2 * span)
+    from scipy import optimize  # at the call: importing scipy.optimize costs ~0.4 CPU-s
+
     res = optimize.minimize_scalar(
         lambda ac: _fit(a, lv, ac)[0], bounds=(lo, hi), method="bounded", options={"xatol": 1e-10 * span}
     )

@@ -8,10 +8,17 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from scipy import optimize
-
 from attnlab.core.validation import check_int, check_real
 from attnlab.highdim.spectra import DiscreteSpectrum, J_and_derivatives, MarchenkoPastur
+
+
+def brentq(f, lo: float, hi: float, **kw) -> float:
+    """``scipy.optimize.brentq``, imported at the first call: scipy.optimize costs about 0.4 CPU-s to
+    import, which every user of ``attnlab.highdim`` (a training script, the CLI) would otherwise pay."""
+    from scipy.optimize import brentq as _brentq
+
+    return _brentq(f, lo, hi, **kw)
+
 
 __all__ = [
     "Thresholds",
@@ -56,7 +63,7 @@ def interpolation_threshold(
             raise ValueError(f"noise: expected a label noise with an interpolation threshold, got {noise}")
     while g(lo) > 0 and lo > 1e-9:
         lo /= 4
-    db = optimize.brentq(g, lo, hi, xtol=1e-14, rtol=1e-13)
+    db = brentq(g, lo, hi, xtol=1e-14, rtol=1e-13)
     jv = J_and_derivatives(mu0, db, 0.0)
     return jv.dJ_ddelta / (2 * db * (tokens**2 + tokens - 2)), db
 
@@ -87,7 +94,7 @@ def perfect_recovery_threshold(kappa0: float) -> float:
         return c - a * (c * _P(0, c) - _P(1, c))
 
     # f(−2) = −2 − a·(−2·0 − 0) < 0 and f(2) = 2 − a·2 > 0 for a < 1
-    c = optimize.brentq(f, -2.0, 2.0, xtol=1e-14)
+    c = brentq(f, -2.0, 2.0, xtol=1e-14)
     return 0.5 - 0.5 * a**2 * (_P(2, c) - c * _P(1, c))
 
 
