@@ -149,3 +149,20 @@ def test_local_z_reading_is_the_local_minimum_from_z():
     assert torch.allclose(h_loc, h_z, rtol=0, atol=1e-12) and torch.allclose(v_loc, v_z, rtol=0, atol=1e-12)
     assert bool((v_best <= v_loc + 1e-12).all())
     assert int((v_best < v_loc - 1e-9).sum()) > 0  # the readings differ on some nodes here
+
+
+def test_the_figure_draws_the_seed_means_and_a_line_through_the_planted_limit():
+    """The planted seeds sit at L·(1 + 0.6/d) exactly in their means (symmetric jitter), so the drawn
+    straight line through the means meets 1/d = 0 at the planted factor, 1.03, to rounding; the control's
+    means are drawn as a separate series and the state evolution at 1/d = 0."""
+    from attnlab.report.figures.highdim import FIGURES
+
+    rows = _rows(factor=1.03) + [r for r in _rows(factor=1.2, control="lam_plus_20pct") if r.control]
+    ax = FIGURES[tl.CLAIM.id](rows)["training_loss"].axes[0]
+    fits = [ln for ln in ax.get_lines() if len(ln.get_xdata()) == 20]
+    assert len(fits) == len(POINTS)  # one line per (α, λ̃), none for the control
+    for ln in fits:
+        assert ln.get_xdata()[0] == 0.0 and abs(ln.get_ydata()[0] - 1.03) < 1e-9
+    labels = ax.get_legend_handles_labels()[1]
+    assert sum("lam_plus_20pct" in s for s in labels) == len(POINTS)
+    assert FIGURES[tl.CLAIM.id]([])["training_loss"] is not None
