@@ -30,6 +30,11 @@ against α_interp itself measures the λ̃ rounding). "holds" when ``|a − α_c
 sets (branch "crossing gap"; the band is that tolerance over α_cross), "fails" otherwise; "inconclusive"
 without the theory point, when a seed's crossing is off the α grid, or with too few seeds or sizes.
 
+Negative control ``other_noise``: the theory row solved at Δ = 0.05 (``se_noise``) while the simulations stay
+at Δ = 0.5; its crossing lies about 25% above theirs, so the verdict must fail through the crossing gap (the
+test's band, 7.7-10.5% with four seeds per d, is wider than a 5% flip of the prediction: the claim decides
+through this control).
+
 The closed form against the state evolution (part ``closed-form``, grade numerics: two computations of one
 theory): the state evolution's onset ``α_c`` (λ̃ → 0) within 2% of ``alpha_interp``; reported beside the
 verdict, not deciding (at 512 nodes the onset sits about 1% from the one at 1024, docs/highdim.md C5).
