@@ -265,7 +265,8 @@ def outliers_generalisation(rows: Sequence[Row]) -> dict[str, Any]:
 
 
 def scaling_law(rows: Sequence[Row]) -> dict[str, Any]:
-    """Excess error against n/d per curve (left) and its local exponents (right), prediction dotted."""
+    """Excess error against n/d per curve (left; the ERM's seed means with their standard errors) and its
+    local exponents (right), prediction dotted; the ERM decides, the state evolution is its numerics part."""
     good = [r for r in _test(rows) if "excess" in r.metrics]
     fig, axes = new_figure(1, 2)
     ax, axl = axes[0]
@@ -275,15 +276,19 @@ def scaling_law(rows: Sequence[Row]) -> dict[str, Any]:
         for (g, d, lam), grs in sorted(_by(rs, "gamma", "d", "lam").items()):
             by_a = sorted(_by(grs, "alpha").items())
             x = np.array([a * d for (a,), _ in by_a])
-            y = np.array([np.mean([r.metrics["excess"] for r in v]) for _, v in by_a])
+            ex = [np.array([r.metrics["excess"] for r in v]) for _, v in by_a]
+            y = np.array([e.mean() for e in ex])
+            se = np.array([e.std(ddof=1) / np.sqrt(e.size) if e.size > 1 else 0.0 for e in ex])
             keep = y > 0
             if keep.sum() < 2:
                 continue
-            x, y = x[keep], y[keep]
+            x, y, se = x[keep], y[keep], se[keep]
             label = (
-                "state evolution" if side == "theory" else "ERM (seed mean)"
+                "state evolution" if side == "theory" else "ERM (seed mean ± se)"
             ) + f", γ={g}, d={d}, λ̃={lam}"
             line = ax.loglog(x, y, marker, label=label)
+            if side == "simulation":
+                ax.errorbar(x, y, yerr=se, fmt="none", color=line[0].get_color(), capsize=2)
             loc = [loglog_slope(x[i : i + 2], y[i : i + 2]) for i in range(x.size - 1)]
             axl.semilogx(np.sqrt(x[:-1] * x[1:]), loc, marker, color=line[0].get_color())
             if g not in drawn:  # the predicted exponent once per γ
