@@ -107,6 +107,19 @@ def test_power_shows_the_band_and_counts_controls_through_the_deciding_branch():
     assert "1 through 'band'" in p.label
 
 
+def test_a_conjunction_is_decided_by_each_of_its_checks():
+    """A test holding through every check of a conjunction is decided by each: a control failing through
+    any one of them (named by that check) counts; a part of a name, another rule or no branch does not."""
+    from attnlab.engine.power import same_branch
+
+    assert same_branch("atom+law+split", "law") and same_branch("atom+law+split", "atom+law+split")
+    assert same_branch("band", "band") and not same_branch("band", "size-0")
+    assert not same_branch("atom+law+split", "at") and not same_branch("atom+law+split", "outside")
+    assert not same_branch("", "") and not same_branch("atom+law", "")
+    # a plain name is not split: "law" as the test's branch is not decided by a control through "atom"
+    assert not same_branch("law", "atom")
+
+
 # ----------------------------------------------------------------------------------- decisive
 def _power(flip, band, controls=None, branch="band"):
     flips = {"x": {"+": flip, "-": flip}} if flip is not False else {}

@@ -94,6 +94,15 @@ class Power:
         )
 
 
+def same_branch(test: str, control: str) -> bool:
+    """Whether a control's deciding branch is the test's: the same name, or, where the test holds through
+    a conjunction of checks (``"atom+law+split"``: every check decided it), one of those checks, since a
+    failing conjunction is named by the check that failed. No branch recorded: never the same."""
+    if not test or not control:
+        return False
+    return control == test or control in test.split("+")
+
+
 def _pct(e: float | None) -> str:
     return "none" if e is None else f"{100 * e:g}%"
 
@@ -117,7 +126,7 @@ def resolving_power(claim: Claim, rows: Sequence[Row], verdict: Verdict | None =
             status = "missing"
         else:
             status = got.status
-        same = bool(verdict.branch) and got.branch == verdict.branch
+        same = same_branch(verdict.branch, got.branch)
         controls[name] = {
             "kind": c.kind,
             "knob": c.knob,

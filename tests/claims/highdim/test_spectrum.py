@@ -15,23 +15,23 @@ D = 200
 CUT = 2 / (D * 0.65)  # the resolution cut of a law uniform on [0, 2] holding 0.65 of the mass
 
 
-def _rows(seeds=3, atom=0.35, law_scale=1.0, split=2, slow=0):
+def _rows(seeds=3, atom=0.35, law_scale=1.0, split=2, slow=0, pred_atom=0.35, control=""):
     # an atom of round(atom·d) zeros (± one eigenvalue between seeds), ``slow`` of them left at 5e-3
     # (inside the cut, as a slowly converging optimiser leaves them), the rest drawn from
-    # uniform(0, 2·law_scale); the predicted law is an atom of 0.35 and uniform(0, 2) for the rest
+    # uniform(0, 2·law_scale); the predicted law is an atom of ``pred_atom`` and uniform(0, 2) for the rest
     rows = []
+    extra = {"control": control} if control else {}
     x = np.linspace(0, 2, 101)
     for rep in range(seeds):
         rng = np.random.default_rng(rep)
         k = round(atom * D) + (rep - 1)
         zeros = np.concatenate([np.zeros(k - slow), np.full(slow, 5e-3)])
         ev = np.sort(np.concatenate([zeros, rng.uniform(0, 2 * law_scale, D - k)]))
-        m = {"atom_theory": 0.35, "cut": CUT, "pieces": 1}
-        arrays = {"eigenvalues": ev, "pred_x": x, "pred_density": np.full_like(x, 0.65 / 2)}
-        rows.append(
-            Row("x", {"side": "simulation", "d": D, "alpha": 0.1, "rep": rep}, "ok", m, None, 0.0, arrays)
-        )
-    rows.append(Row("x", {"side": "theory", "alpha": 40.0, "rep": 0}, "ok", {"pieces": split}))
+        m = {"atom_theory": pred_atom, "cut": CUT, "pieces": 1}
+        arrays = {"eigenvalues": ev, "pred_x": x, "pred_density": np.full_like(x, (1 - pred_atom) / 2)}
+        params = {"side": "simulation", "d": D, "alpha": 0.1, "rep": rep} | extra
+        rows.append(Row("x", params, "ok", m, None, 0.0, arrays))
+    rows.append(Row("x", {"side": "theory", "alpha": 40.0, "rep": 0} | extra, "ok", {"pieces": split}))
     return rows
 
 
@@ -93,3 +93,19 @@ def test_real_points():
     assert abs(m["ks"] - ks) < 1e-12
     th = next(p for p in pts if p.p.side == "theory" and p.p.alpha == 40.0)
     assert CLAIM.run(th).metrics["pieces"] == 2  # the bulk has split at α = 40
+
+
+def test_the_control_at_2lam_fails_through_the_atom_a_check_of_the_conjunction_the_test_holds_through():
+    # the same eigenvalues held against an atom predicted 0.025 larger (what the state evolution gives at
+    # 2λ̃ for d = 200, α = 0.1): 2.5 times the 0.01 floor of the atom's tolerance, so the atom check fails
+    ctrl = _rows(pred_atom=0.375, control="theory_at_2lam")
+    got = CLAIM.decide_control("theory_at_2lam", _rows() + ctrl)
+    assert (got.status, got.branch) == ("fails", "atom")
+    pw = resolving_power(CLAIM, _rows() + ctrl)
+    c = pw.controls["theory_at_2lam"]
+    assert c["as_designed"] and c["same_branch"] and "controls 1/1" in pw.label
+    # the control's planted change is on the prediction only: its ERM runs at the test's λ̃ (own seeds)
+    pts = CLAIM.points("quick")
+    ctrl_pts = [p.p for p in pts if p.control == "theory_at_2lam"]
+    assert ctrl_pts and all(q.theory_lam_scale == 2.0 and q.lam == 0.01 for q in ctrl_pts)
+    assert all(p.p.theory_lam_scale == 1.0 for p in pts if not p.control)

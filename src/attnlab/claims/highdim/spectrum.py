@@ -29,14 +29,24 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 
 from attnlab.claims.highdim._common import PAPER, SETTING_DOMAINS, device_name, ok_rows, setting
 from attnlab.engine.params import In, OneOf
-from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Point, Predict, Result, Row, Verdict
+from attnlab.engine.protocol import (
+    NO_PERTURBATION,
+    Claim,
+    Control,
+    Grid,
+    Point,
+    Predict,
+    Result,
+    Row,
+    Verdict,
+)
 
 __all__ = ["CLAIM", "CLAIMS", "Params", "run", "verdict"]
 
@@ -56,6 +66,9 @@ class Params:
     dtype: str = "float32"  # precision of the data and logits (sums in float64)
     max_steps: int = 3000  # optimiser step cap
     rtol: float = 1e-9  # stopping tolerance (TrainConfig.rtol)
+    # the state evolution and the predicted law at λ̃ × this while the ERM stays at λ̃ (1: the test; the
+    # control plants a prediction for another λ̃)
+    theory_lam_scale: float = 1.0
 
     DOMAINS = {  # what each value may be: checked before a point runs (engine/params.py)
         **SETTING_DOMAINS,
@@ -64,6 +77,7 @@ class Params:
         "cut": In("[0, inf)"),
         "optimizer": OneOf("lbfgs", "adam"),
         "dtype": OneOf("float32", "float64"),
+        "theory_lam_scale": In("(0, inf)"),
     }
 
 
@@ -85,9 +99,10 @@ def run(point: Point) -> Result:
 
     p: Params = point.p
     s = setting(p)
-    fp = state_evolution(s, p.alpha, nodes=p.nodes)
-    ps = predicted_spectrum(s, fp)
-    pieces = nonzero_components(s, fp)
+    s_theory = replace(s, lam=p.lam * p.theory_lam_scale)
+    fp = state_evolution(s_theory, p.alpha, nodes=p.nodes)
+    ps = predicted_spectrum(s_theory, fp)
+    pieces = nonzero_components(s_theory, fp)
     if p.side == "theory":
         return Result(
             metrics={
@@ -184,8 +199,9 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         nums.update(split_alpha=theory[-1].params["alpha"], pieces_split=theory[-1].metrics["pieces"])
         checks["split"] = nums["pieces_split"] >= 2 and nums["pieces_test"] == 1
     ok = all(checks.values())
-    # the branch: every check when it holds, else the first that failed; the band is the atom's tolerance
-    # as a fraction of its prediction (the KS tolerance is a distance between laws, not a fraction)
+    # the branch: every check when it holds (a conjunction: a control failing any one of them fails through
+    # the rule that decides the test, engine.power), else the first that failed; the band is the atom's
+    # tolerance as a fraction of its prediction (the KS tolerance is a distance between laws, not a fraction)
     branch = "+".join(checks) if ok else next(k for k, v in checks.items() if not v)
     band = atom_tol / cdf_pred if cdf_pred > 0 else None
     return Verdict("holds" if ok else "fails", nums, TOLERANCE, note, branch=branch, band=band)
@@ -199,7 +215,7 @@ CLAIM = Claim(
     statement="The eigenvalues of the trained S follow η·ReLU(S0 + δZ − ε): atom at zero, rank fraction, "
     "and the law of the non-zero part (Kolmogorov–Smirnov, tolerance from the seeds' spread); at high α "
     "the predicted bulk splits.",
-    version=5,
+    version=6,
     params=Params,
     grids={
         "quick": Grid(
@@ -222,6 +238,15 @@ CLAIM = Claim(
     predictions={
         "atom": "the predicted mass of the atom at zero μ_δ((−∞, ε])",
         "eigenvalue_scale": "the scale of the predicted non-zero law's axis (η; 1 as computed)",
+    },
+    controls={
+        "theory_at_2lam": Control(
+            expect="fails",
+            set={"theory_lam_scale": 2.0},
+            why="ERM runs at λ̃ held against the law the state evolution predicts at 2λ̃: its atom is "
+            "larger (cdf at the cut 0.674 against 0.651 at d = 200, α = 0.1, more than twice the 0.01 floor "
+            "of the atom's tolerance), which the atom check must see",
+        )
     },
     regime="finite d with two or more seeds; λ̃ > 0",
     explain={
