@@ -24,10 +24,12 @@ prediction ``−1 + 1/(2γ)`` (the band: that tolerance over |prediction|, the w
 rows (the quick profile, which runs the state evolution only: its verdict is inconclusive and the part
 below is what it shows), with fewer than three seeds, or when no curve plateaus.
 
-Negative control ``steeper_target``: the ERM learns a target with twice the γ (``target_gamma_scale = 2``)
-while the prediction stays at γ; the exponent it measures is then −1 + 1/(4γ) (−0.75 against −0.5 at γ = 1),
-so the rule must fail through the same exponent branch. Its state-evolution points are the test's (solved
-once per process).
+Negative control ``flatter_target``: the ERM learns a target with three quarters of the γ
+(``target_gamma_scale = 0.75``) while the prediction stays at γ; the exponent it measures is then
+−1 + 2/(3γ) (−0.33 against −0.5 at γ = 1), so the rule must fail through the same exponent branch. (A
+steeper target, 2γ, was tried first: at d = 400 its excess error bottoms out at n/d = 8 and rises after,
+local exponents −0.80, −0.42, +0.23, +0.79 on one seed, so it drifts and cannot exercise the exponent.)
+Its state-evolution points are the test's (solved once per process while the memo holds them).
 
 The state evolution (part ``state-evolution``, grade numerics: the finite-d theory against its own
 asymptotic exponent, no simulation): the same plateau rule on its local exponents (one curve per fixed λ̃
@@ -88,7 +90,7 @@ class Params:
     alpha: float = 0.01  # sample ratio n/d²
     d: int = 800  # dimension (of the finite-d spectrum, or of the ERM run)
     gamma: float = 1.0  # power-law exponent of the target's eigenvalues s_i ∝ i^(−γ) (and of the prediction)
-    target_gamma_scale: float = 1.0  # simulation: the target is drawn with γ times this (control: 2)
+    target_gamma_scale: float = 1.0  # simulation: the target is drawn with γ times this (control: 0.75)
     noise: float = 0.5  # label-noise variance Δ (large: the noise-limited regime starts early)
     lam: float = 1e-3  # λ̃
     kappa0: float = 0.5  # unused by a power-law target; kept for the Setting
@@ -377,11 +379,11 @@ def _whole_range(good: Sequence[Row], nums: dict) -> None:
 
 _SIM_FULL = {"side": "simulation", "d": 400, "noise": 0.5, "lam": 1e-3, "max_steps": 6000}
 
-STEEPER_TARGET = Control(
+FLATTER_TARGET = Control(
     "fails",
-    {"target_gamma_scale": 2.0},
-    "the ERM learns a target with twice the γ while the prediction stays at γ: its exponent is "
-    "−1 + 1/(4γ) (−0.75 against −0.5 at γ = 1), so the rule must fail through the exponent",
+    {"target_gamma_scale": 0.75},
+    "the ERM learns a target with three quarters of the γ while the prediction stays at γ: its exponent is "
+    "−1 + 2/(3γ) (−0.33 against −0.5 at γ = 1), so the rule must fail through the exponent",
 )
 
 
@@ -416,7 +418,7 @@ CLAIM = Claim(
             extra=[
                 Grid(
                     {"alpha": [0.005, 0.01, 0.02, 0.04, 0.08], "gamma": [0.75, 1.0, 1.5]},
-                    _SIM_FULL,
+                    {**_SIM_FULL, "rep": 0},  # rep in fixed: the extra keeps its own seeds
                     seeds=6,
                 )
             ],
@@ -425,7 +427,7 @@ CLAIM = Claim(
     run=run,
     verdict=verdict,
     predictions={"exponent": "the LASSO-rate exponent −1 + 1/(2γ) of the excess test error in n/d"},
-    controls={"steeper_target": STEEPER_TARGET},
+    controls={"flatter_target": FLATTER_TARGET},
     parts={
         "state-evolution": Part(
             "numerics",
