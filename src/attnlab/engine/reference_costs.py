@@ -9,7 +9,10 @@ size, its draws' CPU s over their summed size), and its ``full`` constant is tha
 over its whole full grid; the others, the mean of their draws. Written by ``bench_profile_costs.py
 --fit ... --write-table``. ``quick``: the mean stored wall time per point of every claim in a fresh quick
 store (``make run`` on a fresh clone: 2 workers on 2 otherwise idle cores, 1447 points in 446 s).
-Measured 2026-12-02 on a shared 2-core machine (load average 4-6 from other work during the two-draw
+Three paper-C claims are priced from measured samples of their own full grids instead (docs/highdim.md:
+scaling-law's ERM at d = 400, three seeds at each γ, about 5,300 CPU-s over its 348 points; training-loss
+about 3,500 over 428 from seeds at d = 100-200; temperature about 2,450 over 234 from single seeds at d = 200,
+the state evolution at α = 1 left unconverged). Measured 2026-12-02 on a shared 2-core machine (load average 4-6 from other work during the two-draw
 full sample, 1-4 during paper A's three-draw one). Costs go stale when a claim changes; rerun the
 benchmark and regenerate this table then.
 """
@@ -98,11 +101,13 @@ REFERENCE: dict[str, dict[str, float]] = {
         "highdim.nuclear-norm": 3.37,
         "highdim.outliers-generalisation": 1.58,
         "highdim.perfect-recovery": 0.65,
-        "highdim.scaling-law": 9.32,
+        "highdim.scaling-law": 15.2,
         "highdim.seq2seq": 0.565,
         "highdim.spectrum": 12.93,
+        "highdim.temperature": 10.5,
         "highdim.theory-vs-adam": 0.88,
         "highdim.tokens": 0.51,
+        "highdim.training-loss": 8.2,
         "highdim.width": 1.085,
         "models.minilm-diversity": 11.6,
         "models.principal-angles": 5.65,
