@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from attnlab.core.validation import check_int
+from attnlab.highdim.prox_two import logistic, newton_two, objective
 from attnlab.highdim.setting import Setting
 
 __all__ = [
@@ -346,17 +347,9 @@ class OutputChannel:
 
     def _prox_two(self, z, sigma, tol, max_iter, h0, ys):
         """:meth:`prox` at T = 2 in the two logit differences ``e = P h`` (same minimiser, same stopping
-        rule).
-
-        With ``e0 = P z``, label probabilities ``y_a`` of column 1 and ``s_a = sigmoid(β e_a)`` the
-        objective is ``(e − e0)ᵀ G (e − e0)/(2Σ) + 2 Σ_a (y_a − s_a)²`` (each row's two entries deviate by
-        ±(y_a − s_a)): a two-dimensional Newton iteration with the 2×2 solves written out, elementwise over
-        the nodes. Its gradient in the row-space coordinates ``t`` of ``h − z = B t`` is ``PBᵀ ∇_e``, which
-        sets the same scale-free stopping rule ``Σ·max|∇_t| < tol`` as the flat solver; Gauss–Newton where
-        the Hessian is not positive definite; Armijo backtracking per node. The iteration runs on the
-        active nodes only (a node meeting the stopping rule is written back and leaves the working set),
-        each coordinate a contiguous numpy vector gathered by index (boolean masks and ``where`` over
-        randomly mixed nodes cost several times the arithmetic)."""
+        rule): :func:`attnlab.highdim.prox_two.newton_two`. Its gradient in the row-space coordinates ``t``
+        of ``h − z = B t`` is ``PBᵀ ∇_e``, which sets the same scale-free stopping rule ``Σ·max|∇_t| < tol``
+        as the flat solver."""
         beta = self.s.beta
         g00, g01, g11 = (v / sigma for v in self._G)  # G/Σ
         P, PBinv = self._P, self._PBinv
@@ -365,87 +358,21 @@ class OutputChannel:
         yl = ys.reshape(-1, 2, 2)[:, :, 1]  # (n, 2)
         e0 = z @ P.T  # (n, 2)
         e = e0.clone() if h0 is None else (z + (h0 - z) @ self._proj.T) @ P.T  # h0's row-space part
-        b4, bb4, hb = 4 * beta, 4 * beta**2, 0.5 * beta
-
-        def sig(x):
-            return 0.5 + 0.5 * np.tanh(hb * x)  # the logistic function of β x, overflow-free
-
-        def value(d0, d1, s0, s1, y0, y1):
-            r0, r1 = y0 - s0, y1 - s1
-            return 0.5 * (g00 * d0 * d0 + 2 * g01 * d0 * d1 + g11 * d1 * d1) + 2 * (r0 * r0 + r1 * r1)
-
-        en = e.numpy()  # (n, 2), written back in place as nodes converge
-        n = en.shape[0]
-        idx = np.arange(n)
-        x0, x1 = en[:, 0].copy(), en[:, 1].copy()
-        e0n, yn = e0.numpy(), yl.numpy()
-        c0, c1 = e0n[:, 0].copy(), e0n[:, 1].copy()
-        y0, y1 = yn[:, 0].copy(), yn[:, 1].copy()
-        # the logistic values and the objective at the iterate, carried over from the accepted trial point
-        s0, s1 = sig(x0), sig(x1)
-        val = value(x0 - c0, x1 - c1, s0, s1, y0, y1)
-        for _ in range(max_iter):
-            d0, d1 = x0 - c0, x1 - c1
-            ds0, ds1 = s0 * (1 - s0), s1 * (1 - s1)
-            r0, r1 = y0 - s0, y1 - s1
-            g0 = g00 * d0 + g01 * d1 - b4 * r0 * ds0
-            g1 = g01 * d0 + g11 * d1 - b4 * r1 * ds1
-            gt = np.maximum(np.abs(g0 * p00 + g1 * p10), np.abs(g0 * p01 + g1 * p11))
-            act = np.flatnonzero(gt >= tol)
-            if act.size == 0:
-                break
-            if act.size < idx.size:
-                done = np.flatnonzero(gt < tol)
-                en[idx[done], 0], en[idx[done], 1] = x0[done], x1[done]
-                idx = idx[act]
-                x0, x1, c0, c1, y0, y1, d0, d1, s0, s1, ds0, ds1, r0, r1, g0, g1, val = (
-                    v.take(act)
-                    for v in (x0, x1, c0, c1, y0, y1, d0, d1, s0, s1, ds0, ds1, r0, r1, g0, g1, val)
-                )
-            gn0, gn1 = bb4 * ds0 * ds0, bb4 * ds1 * ds1  # Gauss–Newton curvature of each row's term
-            a = g00 + gn0 - bb4 * r0 * ds0 * (1 - 2 * s0)  # exact second derivatives
-            c = g11 + gn1 - bb4 * r1 * ds1 * (1 - 2 * s1)
-            b = g01
-            bad = np.flatnonzero((a <= 0) | (a * c - b * b <= 0))
-            if bad.size:
-                a[bad], c[bad] = g00 + gn0[bad], g11 + gn1[bad]
-            det = a * c - b * b
-            st0 = (b * g1 - c * g0) / det
-            st1 = (b * g0 - a * g1) / det
-            slope = g0 * st0 + g1 * st1  # predicted decrease (negative)
-            tiny = -slope < 1e-13 * (1 + np.abs(val))  # quadratic regime: the full step is taken
-            # Armijo: the full step first at every node, then halving where it fails
-            n0, n1 = x0 + st0, x1 + st1
-            ns0, ns1 = sig(n0), sig(n1)
-            cval = value(n0 - c0, n1 - c1, ns0, ns1, y0, y1)
-            pend = np.flatnonzero(~((cval <= val + 1e-4 * slope) | tiny))
-            if pend.size:
-                t = np.ones_like(x0)
-                tp = t[pend] / 2
-                for _ in range(29):
-                    t[pend] = tp
-                    m0, m1 = x0[pend] + tp * st0[pend], x1[pend] + tp * st1[pend]
-                    ms0, ms1 = sig(m0), sig(m1)
-                    cv = value(m0 - c0[pend], m1 - c1[pend], ms0, ms1, y0[pend], y1[pend])
-                    ok = cv <= val[pend] + 1e-4 * tp * slope[pend]
-                    acc = pend[ok]
-                    ns0[acc], ns1[acc], cval[acc] = ms0[ok], ms1[ok], cv[ok]
-                    if ok.all():
-                        break
-                    pend, tp = pend[~ok], tp[~ok] / 2
-                else:  # no trial accepted: the step halved once more, its values computed afresh
-                    t[pend] = tp
-                    m0, m1 = x0[pend] + tp * st0[pend], x1[pend] + tp * st1[pend]
-                    ns0[pend], ns1[pend] = sig(m0), sig(m1)
-                    cval[pend] = value(m0 - c0[pend], m1 - c1[pend], ns0[pend], ns1[pend], y0[pend], y1[pend])
-                n0, n1 = x0 + t * st0, x1 + t * st1
-            x0, x1, s0, s1, val = n0, n1, ns0, ns1, cval
-        en[idx, 0], en[idx, 1] = x0, x1
+        en = e.numpy()  # (n, 2), written in place
+        newton_two(en, e0.numpy(), yl.numpy(), (g00, g01, g11), (p00, p01, p10, p11), beta, tol, max_iter)
         d = e - e0
         h = z + (d @ PBinv.T) @ self.basis.T  # (n, K)
-        dn = d.numpy()
+        dn, yn = d.numpy(), yl.numpy()
         return h, torch.from_numpy(
-            value(dn[:, 0], dn[:, 1], sig(en[:, 0]), sig(en[:, 1]), yn[:, 0], yn[:, 1])
+            objective(
+                dn[:, 0],
+                dn[:, 1],
+                logistic(en[:, 0], beta),
+                logistic(en[:, 1], beta),
+                yn[:, 0],
+                yn[:, 1],
+                (g00, g01, g11),
+            )
         )
 
     def hats(self, q: float, m: float, sigma: float, alpha: float) -> tuple[float, float, float, float]:

@@ -1,0 +1,121 @@
+"""The proximal step of the state evolution at T = 2 in the two logit differences (docs/se-accuracy.md).
+
+With ``e0 = P z``, label probabilities ``y_a`` of column 1 and ``s_a = sigmoid(β e_a)`` the objective is
+``(e − e0)ᵀ G (e − e0)/(2Σ) + 2 Σ_a (y_a − s_a)²`` (each row's two entries deviate by ±(y_a − s_a)).
+:func:`newton_two` minimises it at every node by a two-dimensional Newton iteration with the 2×2 solves
+written out elementwise (Gauss–Newton where the Hessian is not positive definite; Armijo backtracking per
+node), on the active nodes only: a node meeting the stopping rule is written back and leaves the working
+set, each coordinate a contiguous numpy vector gathered by index (boolean masks and ``where`` over randomly
+mixed nodes cost several times the arithmetic). Used by ``OutputChannel.prox`` at T = 2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["logistic", "newton_two", "objective"]
+
+
+def logistic(x: np.ndarray, beta: float) -> np.ndarray:
+    """The logistic function of ``β x``, overflow-free."""
+    return 0.5 + 0.5 * np.tanh(0.5 * beta * x)
+
+
+def objective(d0, d1, s0, s1, y0, y1, g: tuple[float, float, float]) -> np.ndarray:
+    """``dᵀ G d/(2Σ) + 2 Σ_a (y_a − s_a)²`` at ``d = e − e0``; ``g`` the entries ``(g00, g01, g11)`` of
+    G/Σ."""
+    g00, g01, g11 = g
+    r0, r1 = y0 - s0, y1 - s1
+    return 0.5 * (g00 * d0 * d0 + 2 * g01 * d0 * d1 + g11 * d1 * d1) + 2 * (r0 * r0 + r1 * r1)
+
+
+def newton_two(
+    en: np.ndarray,
+    e0n: np.ndarray,
+    yn: np.ndarray,
+    g: tuple[float, float, float],
+    p: tuple[float, float, float, float],
+    beta: float,
+    tol: float,
+    max_iter: int,
+) -> None:
+    """Minimise the objective at every node, in place on ``en`` (n, 2), started from it.
+
+    ``e0n`` (n, 2) the centre ``P z``, ``yn`` (n, 2) the labels, ``g`` the entries of G/Σ, ``p`` the entries
+    ``(p00, p01, p10, p11)`` of Σ·PB, which turn the gradient in ``e`` into the scale-free gradient in the
+    row-space coordinates of ``h − z``: a node stops once its largest entry is below ``tol`` (the flat
+    solver's rule)."""
+    g00, g01, g11 = g
+    p00, p01, p10, p11 = p
+    b4, bb4 = 4 * beta, 4 * beta**2
+
+    def _sig(x):
+        return logistic(x, beta)
+
+    def _value(d0, d1, s0, s1, y0, y1):
+        return objective(d0, d1, s0, s1, y0, y1, g)
+
+    n = en.shape[0]
+    idx = np.arange(n)
+    x0, x1 = en[:, 0].copy(), en[:, 1].copy()
+    c0, c1 = e0n[:, 0].copy(), e0n[:, 1].copy()
+    y0, y1 = yn[:, 0].copy(), yn[:, 1].copy()
+    # the logistic values and the objective at the iterate, carried over from the accepted trial point
+    s0, s1 = _sig(x0), _sig(x1)
+    val = _value(x0 - c0, x1 - c1, s0, s1, y0, y1)
+    for _ in range(max_iter):
+        d0, d1 = x0 - c0, x1 - c1
+        ds0, ds1 = s0 * (1 - s0), s1 * (1 - s1)
+        r0, r1 = y0 - s0, y1 - s1
+        g0 = g00 * d0 + g01 * d1 - b4 * r0 * ds0
+        g1 = g01 * d0 + g11 * d1 - b4 * r1 * ds1
+        gt = np.maximum(np.abs(g0 * p00 + g1 * p10), np.abs(g0 * p01 + g1 * p11))
+        act = np.flatnonzero(gt >= tol)
+        if act.size == 0:
+            break
+        if act.size < idx.size:
+            done = np.flatnonzero(gt < tol)
+            en[idx[done], 0], en[idx[done], 1] = x0[done], x1[done]
+            idx = idx[act]
+            x0, x1, c0, c1, y0, y1, d0, d1, s0, s1, ds0, ds1, r0, r1, g0, g1, val = (
+                v.take(act) for v in (x0, x1, c0, c1, y0, y1, d0, d1, s0, s1, ds0, ds1, r0, r1, g0, g1, val)
+            )
+        gn0, gn1 = bb4 * ds0 * ds0, bb4 * ds1 * ds1  # Gauss–Newton curvature of each row's term
+        a = g00 + gn0 - bb4 * r0 * ds0 * (1 - 2 * s0)  # exact second derivatives
+        c = g11 + gn1 - bb4 * r1 * ds1 * (1 - 2 * s1)
+        b = g01
+        bad = np.flatnonzero((a <= 0) | (a * c - b * b <= 0))
+        if bad.size:
+            a[bad], c[bad] = g00 + gn0[bad], g11 + gn1[bad]
+        det = a * c - b * b
+        st0 = (b * g1 - c * g0) / det
+        st1 = (b * g0 - a * g1) / det
+        slope = g0 * st0 + g1 * st1  # predicted decrease (negative)
+        tiny = -slope < 1e-13 * (1 + np.abs(val))  # quadratic regime: the full step is taken
+        # Armijo: the full step first at every node, then halving where it fails
+        n0, n1 = x0 + st0, x1 + st1
+        ns0, ns1 = _sig(n0), _sig(n1)
+        cval = _value(n0 - c0, n1 - c1, ns0, ns1, y0, y1)
+        pend = np.flatnonzero(~((cval <= val + 1e-4 * slope) | tiny))
+        if pend.size:
+            t = np.ones_like(x0)
+            tp = t[pend] / 2
+            for _ in range(29):
+                t[pend] = tp
+                m0, m1 = x0[pend] + tp * st0[pend], x1[pend] + tp * st1[pend]
+                ms0, ms1 = _sig(m0), _sig(m1)
+                cv = _value(m0 - c0[pend], m1 - c1[pend], ms0, ms1, y0[pend], y1[pend])
+                ok = cv <= val[pend] + 1e-4 * tp * slope[pend]
+                acc = pend[ok]
+                ns0[acc], ns1[acc], cval[acc] = ms0[ok], ms1[ok], cv[ok]
+                if ok.all():
+                    break
+                pend, tp = pend[~ok], tp[~ok] / 2
+            else:  # no trial accepted: the step halved once more, its values computed afresh
+                t[pend] = tp
+                m0, m1 = x0[pend] + tp * st0[pend], x1[pend] + tp * st1[pend]
+                ns0[pend], ns1[pend] = _sig(m0), _sig(m1)
+                cval[pend] = _value(m0 - c0[pend], m1 - c1[pend], ns0[pend], ns1[pend], y0[pend], y1[pend])
+            n0, n1 = x0 + t * st0, x1 + t * st1
+        x0, x1, s0, s1, val = n0, n1, ns0, ns1, cval
+    en[idx, 0], en[idx, 1] = x0, x1
