@@ -7,65 +7,69 @@ timeout counts as its CPU time so far, a lower bound, and a claim whose draws al
 unknown). A claim with a size model (``engine.costs.SIZE_MODELS``) has ``PER_SIZE`` (CPU s per unit of
 size, its draws' CPU s over their summed size), and its ``full`` constant is that times the mean size
 over its whole full grid; the others, the mean of their draws. Written by ``bench_profile_costs.py
---fit ... --write-table``. ``quick``: the mean stored wall time per point of every claim in a fresh quick
-store (``make run`` on a fresh clone: 2 workers on 2 otherwise idle cores, 1447 points in 446 s).
-Three paper-C claims are priced from measured samples of their own full grids instead (docs/highdim.md:
-scaling-law's ERM at d = 400, three seeds at each γ, about 5,300 CPU-s over its 348 points; training-loss
-about 3,500 over 428 from seeds at d = 100-200; temperature about 2,450 over 234 from single seeds at d = 200,
-the state evolution at α = 1 left unconverged). Measured 2026-12-02 on a shared 2-core machine (load average 4-6 from other work during the two-draw
-full sample, 1-4 during paper A's three-draw one). Costs go stale when a claim changes; rerun the
-benchmark and regenerate this table then.
+--fit ... --write-table``. Three paper-C claims are priced from measured samples of their own full grids
+instead (docs/highdim.md): scaling-law's ERM at d = 400, three seeds at each γ, about 5,300 CPU-s over its
+348 points; training-loss about 3,500 over 428 from seeds at d = 100-200; temperature about 2,450 over 234
+from single seeds at d = 200 (the state evolution at α = 1 left unconverged). Measured 2026-12-02 on a
+shared 2-core machine (load average 4-6 from other work during the two-draw full sample, 1-4 during paper
+A's three-draw one).
+
+``quick``: the mean CPU time per point of every claim in a fresh quick store (``make run`` on a fresh
+clone: 2 workers on 2 otherwise idle cores, 1917 points in 498 s).
+
+Costs go stale when a claim changes; rerun the benchmark and regenerate this table then.
 """
 
 from __future__ import annotations
 
 REFERENCE: dict[str, dict[str, float]] = {
     "quick": {
-        "ensemble.budget-law": 0.1633,
-        "ensemble.decomposition": 0.0195,
-        "ensemble.decorrelation-optimal": 2.881,
-        "ensemble.hdi-monotone": 0.06396,
-        "ensemble.heads-linear-in-budget": 0.07857,
-        "ensemble.literal-hdi": 0.007673,
-        "ensemble.many-small-heads": 0.1065,
-        "ensemble.nw-identity": 0.002139,
-        "ensemble.single-head-smoother": 0.4125,
-        "ensemble.training-orthogonalises": 0.869,
-        "ensemble.variance-needs-decorrelation": 0.3431,
-        "ensemble.weighting": 0.322,
-        "flow.approx-orthogonal": 0.4553,
-        "flow.beta-star": 0.1422,
-        "flow.beta-star-onset": 1.692,
-        "flow.cluster-times": 0.7965,
-        "flow.energy-monotone": 0.09884,
-        "flow.energy-monotone-softmax": 0.6207,
-        "flow.entropy": 0.4385,
-        "flow.entropy-equiangular": 0.2937,
-        "flow.equiangular-rates": 0.05123,
-        "flow.late-constant": 0.09272,
-        "flow.radial-invariance": 1.9,
-        "flow.radial-shadow": 0.4814,
-        "flow.relu-late": 0.03822,
-        "flow.relu-vs-softmax": 0.7318,
-        "flow.superadditivity-mean": 0.0492,
-        "flow.value-perturbation": 1.582,
-        "highdim.emergence": 0.9799,
-        "highdim.error-decomposition": 4.543,
-        "highdim.factorised-beats-frobenius": 1.145,
-        "highdim.interpolation-threshold": 2.708,
-        "highdim.nuclear-norm": 0.4732,
-        "highdim.outliers-generalisation": 1.6,
-        "highdim.perfect-recovery": 1.501,
-        "highdim.scaling-law": 3.911,
-        "highdim.seq2seq": 0.8195,
-        "highdim.spectrum": 2.729,
-        "highdim.temperature": 0.8847,
-        "highdim.theory-vs-adam": 0.9755,
-        "highdim.tokens": 1.438,
-        "highdim.width": 1.152,
-        "models.minilm-diversity": 11.74,
-        "models.principal-angles": 3.623,
-        "models.training-diversity": 4.496,
+        "ensemble.budget-law": 0.1918,
+        "ensemble.decomposition": 0.01585,
+        "ensemble.decorrelation-optimal": 3.008,
+        "ensemble.hdi-monotone": 0.04897,
+        "ensemble.heads-linear-in-budget": 0.09502,
+        "ensemble.literal-hdi": 0.008478,
+        "ensemble.many-small-heads": 0.1207,
+        "ensemble.nw-identity": 0.001704,
+        "ensemble.single-head-smoother": 0.4189,
+        "ensemble.training-orthogonalises": 0.6404,
+        "ensemble.variance-needs-decorrelation": 0.3033,
+        "ensemble.weighting": 0.3186,
+        "flow.approx-orthogonal": 0.6303,
+        "flow.beta-star": 0.169,
+        "flow.beta-star-onset": 1.589,
+        "flow.cluster-times": 0.9526,
+        "flow.energy-monotone": 0.1136,
+        "flow.energy-monotone-softmax": 0.6817,
+        "flow.entropy": 0.4909,
+        "flow.entropy-equiangular": 0.4217,
+        "flow.equiangular-rates": 0.06405,
+        "flow.late-constant": 0.1064,
+        "flow.radial-invariance": 2.379,
+        "flow.radial-shadow": 0.5603,
+        "flow.relu-late": 0.05988,
+        "flow.relu-vs-softmax": 0.757,
+        "flow.superadditivity-mean": 0.06227,
+        "flow.value-perturbation": 1.799,
+        "highdim.emergence": 0.4051,
+        "highdim.error-decomposition": 2.557,
+        "highdim.factorised-beats-frobenius": 0.6134,
+        "highdim.interpolation-threshold": 0.6131,
+        "highdim.nuclear-norm": 0.6686,
+        "highdim.outliers-generalisation": 0.5627,
+        "highdim.perfect-recovery": 0.3108,
+        "highdim.scaling-law": 2.217,
+        "highdim.seq2seq": 0.6939,
+        "highdim.spectrum": 1.753,
+        "highdim.temperature": 0.5456,
+        "highdim.theory-vs-adam": 0.6881,
+        "highdim.tokens": 1.328,
+        "highdim.training-loss": 0.2643,
+        "highdim.width": 0.7349,
+        "models.minilm-diversity": 10.95,
+        "models.principal-angles": 4.021,
+        "models.training-diversity": 4.735,
     },
     "full": {
         "ensemble.budget-law": 6.002,
