@@ -255,8 +255,8 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
 def _grid(points: Sequence[tuple[float, float]], sizes: dict[int, int], compare: Sequence = ()) -> Grid:
     """ERM rows at each (α, λ̃) of ``points`` and each d of ``sizes`` ({d: seeds}), one state evolution per
     point, and the other reading's state evolution at the points of ``compare``."""
-    (a0, l0), *more = points
-    (d0, n0), *rest = sorted(sizes.items(), reverse=True)
+    a0, l0 = points[0]
+    d0, n0 = max(sizes.items())  # the largest size
     sim = {"side": "simulation", "max_steps": 5000}
     extra = []
     for i, (a, lam) in enumerate(points):
