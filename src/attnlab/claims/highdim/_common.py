@@ -157,12 +157,16 @@ TREND_QUANTILE = 0.99
 MIN_SIZES = 3  # sizes of d that test a + b/d (two determine it exactly)
 
 
-def large_d_estimate(per_d: dict[int, Sequence[float]], pooled: bool = False) -> dict[str, Any]:
+def large_d_estimate(
+    per_d: dict[int, Sequence[float]], pooled: bool = False, spread_power: float = 0.0
+) -> dict[str, Any]:
     """The d → ∞ value of a quantity measured per seed at several d, with its standard error.
 
     Per d the seed mean and its standard error (spread between seeds over √seeds; ``pooled``: one spread for
     every d, the within-size variances pooled with their degrees of freedom, so that a size whose few seeds
-    happen to agree does not take a weight its spread does not earn); over at least
+    happen to agree does not take a weight its spread does not earn; with ``spread_power`` k the spread is
+    taken to fall like ``d^−k``: the residuals are scaled by ``d^k`` before pooling and each size's standard
+    error is ``spread/(d^k √seeds)``, ``spread`` then being the value at d = 1); over at least
     :data:`MIN_SIZES` sizes the weighted least-squares fit ``a + b/d`` (weights the inverse squared standard
     errors; the O(1/d) finite-size correction) gives ``estimate = a`` and ``se`` = a's standard error from the
     fit's covariance ``(AᵀWA)⁻¹``, and its χ² (``len(per_d) − 2`` degrees of freedom) tests that trend:
@@ -177,10 +181,13 @@ def large_d_estimate(per_d: dict[int, Sequence[float]], pooled: bool = False) ->
         d: float(np.std(per_d[d], ddof=1) / np.sqrt(len(per_d[d]))) if len(per_d[d]) > 1 else 0.0 for d in ds
     }
     dof = sum(len(per_d[d]) - 1 for d in ds)
+    spread = float("nan")
     if pooled and dof > 0:
-        ss = sum(float(np.sum((np.asarray(per_d[d]) - means[d]) ** 2)) for d in ds)
+        ss = sum(float(np.sum(((np.asarray(per_d[d]) - means[d]) * d**spread_power) ** 2)) for d in ds)
         spread = float(np.sqrt(ss / dof))
-        ses = {d: spread / np.sqrt(len(per_d[d])) if len(per_d[d]) > 1 else 0.0 for d in ds}
+        ses = {
+            d: spread / (d**spread_power * np.sqrt(len(per_d[d]))) if len(per_d[d]) > 1 else 0.0 for d in ds
+        }
     out: dict[str, Any] = {
         "means": [means[d] for d in ds],
         "ses": [ses[d] for d in ds],
@@ -191,6 +198,7 @@ def large_d_estimate(per_d: dict[int, Sequence[float]], pooled: bool = False) ->
         "chi2_limit": float("nan"),
         "refuted": False,
         "why": "",
+        "spread": spread,
     }
     if len(ds) < MIN_SIZES:
         out["why"] = (

@@ -48,9 +48,8 @@ import numpy as np
 
 from attnlab.claims.highdim import theory_vs_adam as tva
 from attnlab.claims.highdim._common import (
-    MIN_SIZES,
     PAPER,
-    TREND_QUANTILE,
+    large_d_estimate,
     ok_rows,
     setting,
     shared_theory_row,
@@ -154,35 +153,9 @@ def extrapolate(per_d: dict[int, Sequence[float]]) -> dict:
     spread ``s`` at d = 1 is pooled from every size's residuals scaled by d (degrees of freedom Σ(n_d − 1)),
     each size's mean gets the standard error ``s/(d √n_d)``, and the means are fitted by weighted least
     squares; ``se`` is the intercept's from the fit's covariance ``(AᵀWA)⁻¹``, and ``chi2`` (``len(per_d)
-    − 2`` degrees of freedom) is refuted above its :data:`TREND_QUANTILE` quantile."""
-    from scipy.stats import chi2
-
-    ds = sorted(per_d)
-    vals = {d: np.asarray(per_d[d], dtype=float) for d in ds}
-    means = np.array([vals[d].mean() for d in ds])
-    dof = sum(v.size - 1 for v in vals.values())
-    out = {"estimate": float("nan"), "se": float("nan"), "slope": float("nan"), "chi2": float("nan")}
-    out.update(chi2_limit=float("nan"), refuted=False, means=means.tolist(), why="")
-    if len(ds) < MIN_SIZES:
-        out["why"] = (
-            f"{len(ds)} size(s) of d; the 1/d trend needs >= {MIN_SIZES} to be tested, not only fitted"
-        )
-        return out
-    ss = sum(float(np.sum(((vals[d] - vals[d].mean()) * d) ** 2)) for d in ds)
-    if dof < 1 or ss <= 0:
-        out["why"] = "no spread between seeds: no weights"
-        return out
-    s = np.sqrt(ss / dof)
-    x = np.array(ds, dtype=float)
-    w = np.array([vals[d].size for d in ds]) * (x / s) ** 2  # 1/se², se = s/(d √n)
-    A = np.stack([np.ones_like(x), 1 / x], axis=1)
-    cov = np.linalg.inv(A.T @ (w[:, None] * A))
-    coef = cov @ (A.T @ (w * means))
-    c2 = float(np.sum(w * (means - A @ coef) ** 2))
-    limit = float(chi2.ppf(TREND_QUANTILE, len(ds) - 2))
-    out.update(estimate=float(coef[0]), se=float(np.sqrt(cov[0, 0])), slope=float(coef[1]), chi2=c2)
-    out.update(chi2_limit=limit, refuted=c2 > limit, spread_at_d1=float(s))
-    return out
+    − 2`` degrees of freedom) is refuted above its :data:`TREND_QUANTILE` quantile: :func:`large_d_estimate`
+    with the spread pooled at ``spread_power`` 1."""
+    return large_d_estimate(per_d, pooled=True, spread_power=1.0)
 
 
 def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
