@@ -64,14 +64,15 @@ def shared(key: tuple, compute: Callable[[], _T]) -> _T:
 SIM_ONLY = frozenset({"sim_lam_scale", "sim_beta"})
 
 
-def shared_theory_row(point: Any, run: Callable[[Any], _T]) -> _T:
-    """``run(point)`` for a ``side = "theory"`` point of theory-vs-adam's family, shared between the
-    points whose parameters differ only in :data:`SIM_ONLY` (the test's theory row and a control's)."""
+def shared_theory_row(point: Any, run: Callable[[Any], _T], sim_only: frozenset[str] = SIM_ONLY) -> _T:
+    """``run(point)`` for a ``side = "theory"`` point, shared between the points whose parameters differ
+    only in ``sim_only`` (the test's theory row and a control's; by default theory-vs-adam's family's
+    :data:`SIM_ONLY`)."""
     import dataclasses
 
     p = point.p
     key = tuple(
-        sorted((f.name, repr(getattr(p, f.name))) for f in dataclasses.fields(p) if f.name not in SIM_ONLY)
+        sorted((f.name, repr(getattr(p, f.name))) for f in dataclasses.fields(p) if f.name not in sim_only)
     )
     r = shared(("theory-row", type(p).__module__, key), lambda: run(point))
     return type(r)(metrics=dict(r.metrics), arrays=dict(r.arrays))  # a copy: the caller may modify it

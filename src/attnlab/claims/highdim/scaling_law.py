@@ -52,7 +52,7 @@ from attnlab.claims.highdim._common import (
     groups,
     ok_rows,
     setting,
-    shared,
+    shared_theory_row,
     train_config,
 )
 from attnlab.core.stats import loglog_slope
@@ -116,9 +116,7 @@ def run(point: Point) -> Result:
     p: Params = point.p
     if p.side == "simulation":
         return _run_simulation(point)
-    key = tuple(sorted((k, repr(getattr(p, k))) for k in p.__dataclass_fields__ if k not in SIM_ONLY))
-    m = shared(("scaling-law-theory", key), lambda: _theory_metrics(p))
-    return Result(metrics=dict(m))
+    return shared_theory_row(point, lambda pt: Result(metrics=_theory_metrics(pt.p)), sim_only=SIM_ONLY)
 
 
 def _theory_metrics(p: Params) -> dict:
