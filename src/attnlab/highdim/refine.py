@@ -16,6 +16,8 @@ difference of the mean map over a step of 2e-3 (:func:`_mean_jacobians`), update
 between rounds. A difference with a small step, or on the pilot's nodes with each branch followed, misses
 the motion of the set where the two minima tie: near the small-λ̃ peak (λ̃ = 1e-4, α = 0.25) that motion
 flattens the map several-fold, and a Jacobian without it made the standard error four times too small.
+Each round's step is shortened (halved up to three times) until it lowers ``‖mean G‖`` (:func:`_line_search`):
+where the map is nearly singular the full chord step from a distant pilot overshoots and the rounds oscillate.
 The rounds stop when the mean moves by less than a fifth of its standard error (or than ``tol``); the
 scramble points ``y_r`` of the last round are the linearisations of each scramble's own fixed point about
 ``ȳ``, so their spread over ``√R`` is the randomised quasi-Monte Carlo standard error of the fixed point
@@ -37,7 +39,7 @@ import numpy as np
 import torch
 
 from attnlab.highdim.channel import OutputChannel, two_token_test_error
-from attnlab.highdim.fixed_point import FixedPoint, _train_loss, prior_equations, to_x, to_y
+from attnlab.highdim.fixed_point import MAX_STEP, FixedPoint, _train_loss, prior_equations, to_x, to_y
 from attnlab.highdim.setting import Setting
 from attnlab.highdim.spectra import J_and_derivatives
 
@@ -47,6 +49,7 @@ _FD_STEP = 2e-3  # forward-difference step of the mean map in y (module docstrin
 _JAC_SHARE = 4  # the difference Jacobian on a quarter of each scramble at λ̃ ≥ 1e-3 (:func:`_jacobian_nodes`)
 _JAC_MIN = 8192  # … but on at least this many of them (all of a smaller scramble)
 _MAX_ROUNDS = 6
+_BACKTRACK = 3  # halvings of a round's step that does not lower ‖mean G‖ (:func:`_line_search`)
 _SETTLE = 0.2  # the rounds stop once the mean moves by less than this many of its standard errors
 
 
@@ -205,13 +208,11 @@ def refine(
         if rounds >= _MAX_ROUNDS:
             break
         last = (ybar, Gs.mean(0), H.mean(0))
-        ybar = new
-        rounds += 1
-        H, branches, _ = _hats_per_scramble(big, sizes, to_x(q0, ybar), alpha, branches)
-        Gs = [_g(setting, h, ybar) for h in H]
-        if any(g is None for g in Gs):
+        got = _line_search(setting, alpha, big, sizes, ybar, new - ybar, Gs, branches)
+        if got is None:
             return None
-        Gs = np.array(Gs)
+        ybar, H, branches, Gs = got
+        rounds += 1
         # Broyden's update of both Jacobians from the secant of the mean map between rounds
         dy = ybar - last[0]
         den = float(dy @ dy)
@@ -225,6 +226,28 @@ def refine(
         x = to_x(q0, ys[k])
         out.append(_point(setting, alpha, chans[k], x, hats, pilot_fp, rounds))
     return out, settled
+
+
+def _line_search(setting, alpha, big, sizes, ybar, step, Gs, branches):
+    """The next round's point ``ȳ + t·step`` (``t`` = 1, 1/2, 1/4, 1/8; ``step`` capped at ``MAX_STEP`` in
+    every coordinate) with its hats, branches and ``G`` per scramble: the first ``t`` that lowers ``‖mean G‖``
+    (Armijo), else the shortest one where the map is defined. Where the map is nearly singular (an eigenvalue of ``F`` near 1, as at
+    β = β0 = 2, α = 1, λ̃ = 1e-2) the full chord step from a pilot that the quadrature error puts far from the
+    scrambles' fixed points overshoots by half the pilot's offset and the rounds oscillate; the shortened step
+    keeps them on the way down. None when the map is undefined at every trial."""
+    step = step * min(1.0, MAX_STEP / max(float(np.max(np.abs(step))), 1e-300))
+    g0, t, best = float(np.linalg.norm(Gs.mean(0))), 1.0, None
+    for _ in range(_BACKTRACK + 1):
+        y = ybar + t * step
+        H, br, _ = _hats_per_scramble(big, sizes, to_x(setting.q0, y), alpha, branches)
+        G = [_g(setting, h, y) for h in H]
+        if not any(g is None for g in G):
+            G = np.array(G)
+            best = (y, H, br, G)
+            if float(np.linalg.norm(G.mean(0))) < (1 - 1e-4 * t) * g0:
+                break
+        t /= 2
+    return best
 
 
 def _point(setting, alpha, ch: OutputChannel, x, hats, pilot_fp: FixedPoint, rounds: int) -> FixedPoint:
