@@ -85,8 +85,7 @@ def _hats_per_scramble(ch, sizes, x, alpha, starts=None, weights=None):
     q, m, sg = (float(v) for v in x)
     z = ch.z_of(q, m)
     if starts is None:
-        hA, vA = ch.prox(z, sg)
-        hB, vB = ch.prox(z, sg, h0=ch.interpolating_start(z))
+        hA, vA, hB, vB = ch.prox_two_starts(z, sg)
     else:
         a0, b0 = starts
         hA, vA = ch.prox(z, sg, h0=a0)
