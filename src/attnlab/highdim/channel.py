@@ -439,14 +439,19 @@ class OutputChannel:
         """Per-node terms ``(q̂, m̂, Σ̂, M)`` of the output equations, (n, 4): their means over the nodes are
         the hats and ``E[M]``. ``z``, ``h`` (n, K) and ``M`` (n,) at the nodes ``rows`` (default all)."""
         q0 = self.s.q0
-        zs = self.zstar_mean(q, m, rows)  # (n, K): the terms are linear in z*, so its conditional mean
+        # the terms are linear in z*, so they take its conditional mean E[z* | ζ, z] = b_v v + b_w w; with
+        # z = a_v v + s w, the products with q z* − m z and q0 z − m z* are combinations of dz·v and dz·w
+        av, sw, bv, bw = self._coefficients(q, m)
+        v, w = (self.v, self.w) if rows is None else (self.v[rows], self.w[rows])
         dz = h - z  # (n, K)
+        dd, dv, dw = (dz * dz).sum(-1), (dz * v).sum(-1), (dz * w).sum(-1)
         C = q0 * q - m * m
+        cm = 2 * alpha / (sigma * C)
         return torch.stack(
             [
-                2 * alpha * (dz**2).sum(-1) / sigma**2,
-                2 * alpha * (dz * (q * zs - m * z)).sum(-1) / (sigma * C),
-                -2 * alpha * (dz * (q0 * z - m * zs)).sum(-1) / (sigma * C),
+                (2 * alpha / sigma**2) * dd,
+                cm * ((q * bv - m * av) * dv + (q * bw - m * sw) * dw),
+                -cm * ((q0 * av - m * bv) * dv + (q0 * sw - m * bw) * dw),
                 M,
             ],
             -1,
