@@ -8,7 +8,7 @@ import torch
 
 from attnlab.core.seeding import generator
 from attnlab.highdim import TrainConfig, mp_target, sample, train_erm
-from attnlab.highdim.train import _Problem, data_loss_grad
+from attnlab.highdim.train import _PairProblem, _Problem, data_loss_grad
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +82,47 @@ def test_parameter_gradient_matches_autograd(factorised, kappa):
     total.backward()
     assert value == pytest.approx(float(total.detach()), rel=1e-12)
     assert torch.allclose(grad, Pr.grad, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("labels", ["softmax", "arbitrary"])
+@pytest.mark.parametrize("beta,kappa", [(1.0, 1.0), (1.7, 0.5)])
+def test_pair_kernel_matches_autograd(labels, beta, kappa):
+    # the closed form at T = 2 (L = ½Σ(2σ − w)² + ½Σε², its gradient through z, S and W) against autograd on
+    # the objective written from its definition; "arbitrary" labels (rows not summing to one) exercise the
+    # ε term, which softmax labels leave at rounding level. float64: 1e-12 / 1e-10 relative is ~1e4 ulps
+    d = 8
+    g = generator(24)
+    data = sample(mp_target(d, 0.5, g), 30, 2, 0.5, 1.0, "seq2lab", g)
+    y = data.y if labels == "softmax" else torch.rand(30, 2, 2, generator=g, dtype=torch.float64)
+    p = max(1, round(kappa * d))
+    f = _PairProblem(data.X, y, beta, p, 0.07)
+    P = torch.randn(p, d, generator=g, dtype=torch.float64)
+    value, grad = f(P)
+    assert f(P, grad=False) == (value, None)
+    Pr = P.clone().requires_grad_(True)
+    S = Pr.T @ Pr / math.sqrt(p * d)
+    total = _autograd_loss(S, data.X, y, beta, "seq2lab") + 0.07 * (Pr**2).sum()
+    total.backward()
+    assert value == pytest.approx(float(total.detach()), rel=1e-12)
+    assert torch.allclose(grad, Pr.grad, rtol=1e-10, atol=1e-12)
+
+
+def test_float32_pair_kernel_matches_float64_autograd():
+    # the T = 2 kernel with float32 data and products (float64 loss sum and parameters) against autograd in
+    # float64; margins as in test_float32_parameter_gradient_matches_float64_autograd (float32 resolution
+    # 6e-8 over sums of 30 samples and d = 8 terms: ~1e-6 relative; a wrong factor is off by O(1))
+    d = 8
+    g = generator(25)
+    data = sample(mp_target(d, 0.5, g), 30, 2, 0.5, 1.0, "seq2lab", g)
+    f32 = _PairProblem(data.X.float(), data.y.float(), 1.3, d, 0.07)
+    P = torch.randn(d, d, generator=g, dtype=torch.float64)
+    value, grad = f32(P)
+    assert grad.dtype == torch.float64
+    Pr = P.clone().requires_grad_(True)
+    total = _autograd_loss(Pr.T @ Pr / d, data.X, data.y, 1.3, "seq2lab") + 0.07 * (Pr**2).sum()
+    total.backward()
+    assert value == pytest.approx(float(total.detach()), rel=1e-5)
+    assert torch.allclose(grad, Pr.grad, rtol=1e-4, atol=1e-5 * float(Pr.grad.abs().max()))
 
 
 def test_adam_follows_torch_adam(problem):
