@@ -6,8 +6,10 @@ Run: .venv/bin/pytest bench/bench_highdim.py --benchmark-only -s
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -240,30 +242,19 @@ def test_state_evolution_newton_vs_anderson(benchmark, lam, alpha):
 
 
 def _plain_adam_float32(X: torch.Tensor, y: torch.Tensor, W0: torch.Tensor, lam: float):
-    """The published protocol written plainly: full-batch Adam (lr 0.1) on W in float32, loss summed in
-    float32, stop after step 100 when the loss changes by less than 1e-7 (absolute) between steps."""
+    """bench/bench_adam.py's plain loop of the published protocol (its one definition); the training loss it
+    reaches, evaluated in float64, and its steps."""
+    spec = importlib.util.spec_from_file_location("bench_adam", Path(__file__).with_name("bench_adam.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    W, steps = module.plain_adam(X, y, W0, lam)
     d = W0.shape[1]
-    X, y = X.float(), y.float()
-    W = W0.float().clone().requires_grad_(True)
-    opt = torch.optim.Adam([W], lr=0.1)
-    eye = torch.eye(X.shape[1])
-    prev, steps = None, 0
-    for steps in range(1, 100000):
-        opt.zero_grad()
-        S = W.T @ W / d
-        Z = (X @ S @ X.transpose(-1, -2) - torch.trace(S) * eye) / math.sqrt(d)
-        loss = ((torch.softmax(Z, -1) - y) ** 2).sum() + lam * (W**2).sum()
-        loss.backward()
-        opt.step()
-        cur = float(loss.detach())
-        if prev is not None and abs(cur - prev) < 1e-7 and steps > 100:
-            break
-        prev = cur
     with torch.no_grad():
-        S = W.double().T @ W.double() / d
-        Xd = X.double()
-        Z = (Xd @ S @ Xd.transpose(-1, -2) - torch.trace(S) * eye.double()) / math.sqrt(d)
-        final = float(((torch.softmax(Z, -1) - y.double()) ** 2).sum() + lam * (W.double() ** 2).sum())
+        Wd = W.double()
+        S = Wd.T @ Wd / d
+        eye = torch.eye(X.shape[1], dtype=torch.float64)
+        Z = (X @ S @ X.transpose(-1, -2) - torch.trace(S) * eye) / math.sqrt(d)
+        final = float(((torch.softmax(Z, -1) - y) ** 2).sum() + lam * (Wd**2).sum())
     return final / d**2, steps
 
 
