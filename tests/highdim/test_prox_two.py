@@ -37,7 +37,8 @@ def test_certified_nodes_have_no_lower_minimum(lam, q, m, sg, beta):
     # Independent computation: the second start (the interpolating point) on every node. A certified node must
     # never find a lower minimum from it (1e-12: the two solves stop at a scale-free gradient of 1e-11, so
     # the same minimum is reached to ~1e-20 in value). The planted counterexamples are the nodes with two
-    # minima, the lower one away from z (0 at λ̃ = 1e-2 and β = 1, 7, 81 and 30 at the others): none may be certified.
+    # minima, the lower one away from z (0 at λ̃ = 1e-2 and β = 1, 7, 81 and 30 at the others): none may be
+    # certified.
     # The certificate must also do something: it covers 97%, 70%, 56% and 75% of these nodes
     # (measured), so at least 5% here.
     ch, z, (hA, vA, hB, vB), sure, _ = _solve(lam, q, m, sg, beta)

@@ -134,7 +134,7 @@ def se(
     """Solve the state evolution (docs/highdim.md C3) at one α: order parameters and observables."""
     from attnlab.core.validation import check_int, check_real
     from attnlab.highdim import Setting, state_evolution
-    from attnlab.highdim.channel import default_nodes, layout
+    from attnlab.highdim.channel_nodes import default_nodes, layout
 
     _check_setting(kappa0, noise, tokens, lam, beta, beta0)
     # α above 1000 is the noiseless limit, reached long before (and the solver's fixed point turns nan)

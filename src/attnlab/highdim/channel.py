@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from attnlab.core.validation import check_int
+from attnlab.highdim.channel_nodes import hermite, label_nodes, layout, w_nodes
 from attnlab.highdim.prox_two import logistic, newton_two, objective, one_minimum
 from attnlab.highdim.setting import Setting
 
@@ -23,39 +24,11 @@ __all__ = [
     "OutputChannel",
     "flat_to_matrix",
     "flat_to_matrix_map",
-    "layout",
-    "w_nodes",
-    "default_nodes",
     "one_thread",
     "two_token_test_error",
 ]
 
 _DTYPE = torch.float64
-_PRODUCT_NODES = 9216  # "auto" takes the product rule from this many nodes on (256 label nodes × 6 × 6)
-_LABELS = 2048  # label nodes of the default node count (:func:`default_nodes`)
-
-
-def w_nodes(setting: Setting) -> int:
-    """Gauss–Hermite nodes per dimension of ``w`` in the product rule (docs/se-accuracy.md).
-
-    The integrand in ``w`` jumps where the two proximal minima tie, near the interpolation peak of the
-    small-λ̃ curves: at λ̃ = 1e-4, α = 0.25 (Σ ≈ 61) six nodes leave a bias of 1.6e-4 on Σ̂ (5.7 standard
-    errors of 8.4 million Sobol nodes on ``G_q``) and twelve none that those resolve; at λ̃ = 1e-3, α = 0.3
-    four leave 3.4e-4 on Σ̂ and six none beyond 1e-4; at λ̃ = 1e-2 (α = 0.1 to 1, Σ = 0.8 to 19) five
-    leave at most 1.6e-5 on any hat against sixteen (four: 3.8e-5 on Σ̂ at α = 0.2, about one standard
-    error of the default solve)."""
-    if setting.lam >= 1e-2:
-        return 5
-    return 6 if setting.lam >= 1e-3 else 12
-
-
-def default_nodes(setting: Setting) -> int:
-    """The default nodes per scramble of :func:`~attnlab.highdim.state_evolution.state_evolution`: at
-    T = 2 the product rule's 2048 label nodes times its grid, at most 73728 (51200 at λ̃ ≥ 1e-2, 73728 at
-    1e-3 ≤ λ̃ < 1e-2 and 512 label nodes × 144 below); 73728 Sobol nodes at other T."""
-    if setting.tokens != 2:
-        return 73728
-    return min(73728, _LABELS * w_nodes(setting) ** 2)
 
 
 @contextlib.contextmanager
@@ -68,25 +41,6 @@ def one_thread():
         yield
     finally:
         torch.set_num_threads(n)
-
-
-def layout(setting: Setting, nodes: int, rule: str = "auto") -> tuple[str, int]:
-    """The rule (``"sobol"`` or ``"product"``) and the number of nodes :class:`OutputChannel` uses for
-    ``nodes`` requested nodes."""
-    if rule == "auto":  # the product rule needs enough label nodes to beat Sobol (docs/highdim.md C3)
-        big = setting.tokens == 2 and nodes >= max(_PRODUCT_NODES, 256 * w_nodes(setting) ** 2)
-        rule = "product" if big else "sobol"
-    if rule == "product":
-        k = w_nodes(setting) ** 2
-        return rule, _label_nodes(nodes // k) * k
-    return rule, nodes
-
-
-def _label_nodes(n: int) -> int:
-    """The product rule's label nodes for room for ``n``: the largest power of 2 not above it, at least 2. A
-    scrambled Sobol set is balanced at powers of 2 only: at λ̃ = 1e-2, α = 0.3016, four scrambles of 2949
-    label nodes gave a standard error of the training loss 3.4 times that of 2048 (docs/se-accuracy.md)."""
-    return 1 << max(1, int(n).bit_length() - 1)
 
 
 def flat_to_matrix_map(T: int) -> torch.Tensor:
@@ -119,7 +73,8 @@ class OutputChannel:
     setting : Setting
     nodes : int
         Number of nodes (a power of 2 is best for Sobol; the product rule uses the largest power of 2 of label
-        nodes, at least 2, whose ``n²`` nodes each fit in ``nodes``, ``n`` = :func:`w_nodes`).
+        nodes, at least 2, whose ``n²`` nodes each fit in ``nodes``, ``n`` =
+        :func:`~attnlab.highdim.channel_nodes.w_nodes`).
     seed : int
         Scrambling seed of the Sobol sequence.
     rule : "auto", "sobol" or "product"
@@ -166,11 +121,11 @@ class OutputChannel:
             self.v, self.w, self.u = (g[:, i * r : (i + 1) * r] @ basis.T for i in range(3))  # (N, K) each
         else:
             nw = w_nodes(setting)
-            nv = _label_nodes(nodes // nw**2)
+            nv = label_nodes(nodes // nw**2)
             eng = torch.quasirandom.SobolEngine(2 * r, scramble=True, seed=seed)
             u = eng.draw(nv, dtype=_DTYPE).clamp(1e-12, 1 - 1e-12)  # (nv, 2r): v and u
             g = math.sqrt(2.0) * torch.erfinv(2 * u - 1)
-            x, wx = _hermite(nw)
+            x, wx = hermite(nw)
             gw = torch.stack(torch.meshgrid(x, x, indexing="ij"), -1).reshape(-1, 2)  # (n², 2)
             ww = (wx[:, None] * wx[None, :]).reshape(-1)  # (n²,)
             k = gw.shape[0]
@@ -236,7 +191,7 @@ class OutputChannel:
         out.__dict__.update(self.__dict__)
         if self.weights is not None:  # whole label nodes (n² nodes each), at least 2
             k = self._wgh.shape[0]
-            nv = _label_nodes(n // k)
+            nv = label_nodes(n // k)
             n = nv * k
             out.weights = self._wgh.repeat(nv) / nv
         for key in ("v", "w", "u", "y", "_target"):
@@ -488,7 +443,7 @@ def two_token_test_error(setting: Setting, q: float, m: float, n: int = 256) -> 
     if setting.tokens != 2:
         raise ValueError(f"setting.tokens: expected 2 for the Gauss–Hermite test error, got {setting.tokens}")
     n = check_int("n", n, min=2, max=300)  # the weights of numpy's rule overflow past ~400
-    x, w = _hermite(n)
+    x, w = hermite(n)
     vx, vy, cxy = 3 * (setting.q0 + setting.noise / 2), 3 * q, 3 * m
     sx = math.sqrt(vx)
     a = cxy / sx
@@ -498,9 +453,3 @@ def two_token_test_error(setting: Setting, q: float, m: float, n: int = 256) -> 
     Y = a * g1 + b * g2
     f = (torch.sigmoid(setting.beta0 * X) - torch.sigmoid(setting.beta * Y)) ** 2  # (n, n)
     return float(4 * (w[:, None] * w[None, :] * f).sum())
-
-
-def _hermite(n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gauss–Hermite nodes and weights for the standard normal law (weights sum to 1)."""
-    x, w = np.polynomial.hermite_e.hermegauss(n)
-    return torch.as_tensor(x, dtype=_DTYPE), torch.as_tensor(w / w.sum(), dtype=_DTYPE)

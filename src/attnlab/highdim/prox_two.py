@@ -121,20 +121,23 @@ def newton_two(
     en[idx, 0], en[idx, 1] = x0, x1
 
 
-def one_minimum(e0n: np.ndarray, vals: np.ndarray, yn: np.ndarray, g: tuple[float, float, float], beta: float):
+def one_minimum(
+    e0n: np.ndarray, vals: np.ndarray, yn: np.ndarray, g: tuple[float, float, float], beta: float
+):
     """Nodes where the objective has a single local minimum below ``vals`` (a value it reaches, e.g. at the
     minimum found from ``z``): a certificate, so that a second start there cannot find a lower one.
 
     Every point ``e`` with objective ≤ ``F`` has ``dᵀ (G/Σ) d/2 ≤ F`` (the label term is ≥ 0), hence lies in
     the box ``|d_a| ≤ √(2F ((G/Σ)⁻¹)_aa)`` about ``e0``, and has ``2 (y_a − s_a)² ≤ F`` in each row (the
-    quadratic term is ≥ 0): both are intervals of ``e_a``, so their intersection is a box. Row ``a``'s label term ``2 (y − s)²`` (``s`` the
-    logistic of ``β e_a``) has second derivative ``4β² u (−3s² + 2(1 + y)s − y)`` with ``u = s(1 − s)``; on
-    the box's interval of ``s`` the concave quadratic factor is smallest at an end and ``u`` at most its
-    largest value there (1/4 when the interval holds 1/2), so ``m_a = 4β² u_max min(quadratic at the ends,
-    0)`` bounds that curvature from below. Where ``G/Σ + diag(m_0, m_1)`` is positive definite the objective
-    is strictly convex on the (convex) box, which holds its whole sublevel set at ``F``: one local minimum
-    there, the one already found. ``e0n`` (n, 2) the centres ``P z``, ``vals`` (n,), ``yn`` (n, 2) the labels,
-    ``g`` the entries of G/Σ; returns a boolean mask (n,)."""
+    quadratic term is ≥ 0): both are intervals of ``e_a``, so their intersection is a box. Row ``a``'s
+    label term ``2 (y − s)²`` (``s`` the logistic of ``β e_a``) has second derivative
+    ``4β² u (−3s² + 2(1 + y)s − y)`` with ``u = s(1 − s)``; on the box's interval of ``s`` the concave
+    quadratic factor is smallest at an end and ``u`` at most its largest value there (1/4 when the interval
+    holds 1/2), so ``m_a = 4β² u_max min(quadratic at the ends, 0)`` bounds that curvature from below.
+    Where ``G/Σ + diag(m_0, m_1)`` is positive definite the objective is strictly convex on the (convex) box,
+    which holds its whole sublevel set at ``F``: one local minimum there, the one already found.
+    ``e0n`` (n, 2) the centres ``P z``, ``vals`` (n,), ``yn`` (n, 2) the labels, ``g`` the entries of G/Σ;
+    returns a boolean mask (n,)."""
     g00, g01, g11 = g
     det = g00 * g11 - g01 * g01
     F2 = 2 * np.maximum(vals, 0.0)

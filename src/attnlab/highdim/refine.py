@@ -230,10 +230,11 @@ def refine(
 def _line_search(setting, alpha, big, sizes, ybar, step, Gs, branches):
     """The next round's point ``ȳ + t·step`` (``t`` = 1, 1/2, 1/4, 1/8; ``step`` capped at ``MAX_STEP`` in
     every coordinate) with its hats, branches and ``G`` per scramble: the first ``t`` that lowers ``‖mean G‖``
-    (Armijo), else the shortest one where the map is defined. Where the map is nearly singular (an eigenvalue of ``F`` near 1, as at
-    β = β0 = 2, α = 1, λ̃ = 1e-2) the full chord step from a pilot that the quadrature error puts far from the
-    scrambles' fixed points overshoots by half the pilot's offset and the rounds oscillate; the shortened step
-    keeps them on the way down. None when the map is undefined at every trial."""
+    (Armijo), else the shortest one where the map is defined. Where the map is nearly singular (an eigenvalue
+    of ``F`` near 1, as at β = β0 = 2, α = 1, λ̃ = 1e-2) the full chord step from a pilot that the
+    quadrature error puts far from the scrambles' fixed points overshoots by half the pilot's offset and
+    the rounds oscillate; the shortened step keeps them on the way down. None when the map is undefined at
+    every trial."""
     step = step * min(1.0, MAX_STEP / max(float(np.max(np.abs(step))), 1e-300))
     g0, t, best = float(np.linalg.norm(Gs.mean(0))), 1.0, None
     for _ in range(_BACKTRACK + 1):

@@ -18,8 +18,9 @@ from dataclasses import replace
 import numpy as np
 
 from attnlab.core.validation import check_int, check_real
-from attnlab.highdim.channel import OutputChannel, default_nodes, flat_to_matrix, one_thread
+from attnlab.highdim.channel import OutputChannel, flat_to_matrix, one_thread
 from attnlab.highdim.channel import flat_to_matrix_map as flat_to_matrix_map
+from attnlab.highdim.channel_nodes import default_nodes
 from attnlab.highdim.fixed_point import FixedPoint, Stability, prior_equations, solve_anderson, solve_damped
 from attnlab.highdim.learned_spectrum import PredictedSpectrum, predicted_spectrum
 from attnlab.highdim.newton import solve_newton
@@ -46,8 +47,8 @@ __all__ = [
 ]
 
 
-#: the nodes per scramble (at T = 2 the default depends on λ̃: :func:`~attnlab.highdim.channel.default_nodes`),
-#: scrambles and pilot nodes of :func:`state_evolution`
+#: the nodes per scramble (at T = 2 the default depends on λ̃:
+#: :func:`~attnlab.highdim.channel_nodes.default_nodes`), scrambles and pilot nodes of :func:`state_evolution`
 NODES, SCRAMBLES, PILOT = 73728, 4, 4096
 
 
@@ -104,7 +105,7 @@ def state_evolution(
         Number of nodes of the output expectation in each scramble (:class:`OutputChannel`: at T = 2 and
         from 9216 nodes and 256 label nodes on, scrambled Sobol label nodes times an ``n × n``
         Gauss–Hermite grid, ``n`` 5 at λ̃ ≥ 1e-2, 6 at 1e-3 ≤ λ̃ < 1e-2 and 12 below, else scrambled Sobol
-        nodes). The default (:func:`~attnlab.highdim.channel.default_nodes`: 2048 label nodes, at most
+        nodes). The default (:func:`~attnlab.highdim.channel_nodes.default_nodes`: 2048 label nodes, at most
         73728 nodes) on each of four scrambles is the accuracy study's choice (docs/se-accuracy.md).
     seed : int
         Scrambling seed of the first set of nodes (the others: ``seed + 1``, …).
@@ -191,8 +192,8 @@ def channels(
     setting: Setting, nodes: int | None = None, seed: int = 0, scrambles: int = SCRAMBLES
 ) -> list[OutputChannel]:
     """``scrambles`` independently scrambled node sets (seeds ``seed``, ``seed + 1``, …) of ``nodes`` nodes
-    each (default :func:`~attnlab.highdim.channel.default_nodes`): what :func:`state_evolution` solves on
-    by default."""
+    each (default :func:`~attnlab.highdim.channel_nodes.default_nodes`): what :func:`state_evolution`
+    solves on by default."""
     scrambles = check_int("scrambles", scrambles, min=1)
     if nodes is None:
         nodes = default_nodes(setting)
