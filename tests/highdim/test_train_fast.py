@@ -8,7 +8,7 @@ import torch
 
 from attnlab.core.seeding import generator
 from attnlab.highdim import TrainConfig, mp_target, sample, train_erm
-from attnlab.highdim.train import _PairProblem, _Problem, data_loss_grad
+from attnlab.highdim.objective import PairProblem, Problem, data_loss_grad
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def test_parameter_gradient_matches_autograd(factorised, kappa):
     g = generator(22)
     data = sample(mp_target(d, 0.5, g), 30, 2, 0.5, 1.0, "seq2lab", g)
     p = max(1, round(kappa * d))
-    f = _Problem(data.X, data.y, "seq2lab", 1.3, factorised, p, 0.07)
+    f = Problem(data.X, data.y, "seq2lab", 1.3, factorised, p, 0.07)
     P = torch.randn(p if factorised else d, d, generator=g, dtype=torch.float64)
     value, grad = f(P)
     Pr = P.clone().requires_grad_(True)
@@ -95,7 +95,7 @@ def test_pair_kernel_matches_autograd(labels, beta, kappa):
     data = sample(mp_target(d, 0.5, g), 30, 2, 0.5, 1.0, "seq2lab", g)
     y = data.y if labels == "softmax" else torch.rand(30, 2, 2, generator=g, dtype=torch.float64)
     p = max(1, round(kappa * d))
-    f = _PairProblem(data.X, y, beta, p, 0.07)
+    f = PairProblem(data.X, y, beta, p, 0.07)
     P = torch.randn(p, d, generator=g, dtype=torch.float64)
     value, grad = f(P)
     assert f(P, grad=False) == (value, None)
@@ -114,7 +114,7 @@ def test_float32_pair_kernel_matches_float64_autograd():
     d = 8
     g = generator(25)
     data = sample(mp_target(d, 0.5, g), 30, 2, 0.5, 1.0, "seq2lab", g)
-    f32 = _PairProblem(data.X.float(), data.y.float(), 1.3, d, 0.07)
+    f32 = PairProblem(data.X.float(), data.y.float(), 1.3, d, 0.07)
     P = torch.randn(d, d, generator=g, dtype=torch.float64)
     value, grad = f32(P)
     assert grad.dtype == torch.float64
@@ -200,7 +200,7 @@ def test_float32_parameter_gradient_matches_float64_autograd():
     d = 8
     g = generator(23)
     data = sample(mp_target(d, 0.5, g), 30, 2, 0.5, 1.0, "seq2lab", g)
-    f32 = _Problem(data.X.float(), data.y.float(), "seq2lab", 1.3, True, d, 0.07)
+    f32 = Problem(data.X.float(), data.y.float(), "seq2lab", 1.3, True, d, 0.07)
     P = torch.randn(d, d, generator=g, dtype=torch.float64)
     value, grad = f32(P)
     assert grad.dtype == torch.float64  # the parameters' gradient stays in float64

@@ -8,9 +8,9 @@ Outputs follow docs/highdim.md C2: ``train_loss`` = (data loss + penalty)/d²; `
 squared error summed over the T² entries against noisy labels (seq2seq: ``‖y − ŷ‖²/d``),
 ``test_error_clean`` the same against noiseless labels.
 
-The loss and its gradient in ``S`` are written out by hand (:func:`data_loss_grad`: two matrix products of
-size n(T − 1) × d × d per evaluation, as the softmax reads only differences of logits within a row, no
-autograd graph); the optimisers are written here too (Adam) or driven through scipy (L-BFGS-B), so a
+The loss and its gradient in ``S`` are written out by hand (:mod:`attnlab.highdim.objective`: two matrix
+products of size n(T − 1) × d × d per evaluation, as the softmax reads only differences of logits within a
+row, no autograd graph); the optimisers are written here too (Adam) or driven through scipy (L-BFGS-B), so a
 training imports neither torch's autograd optimisers nor their compiler.
 
 Devices: training runs on the device of the training data (or ``device``); the initialisation is drawn on
@@ -29,9 +29,10 @@ import torch
 from attnlab.core.seeding import draw_device
 from attnlab.core.validation import check_choice, check_int, check_real, check_tensor
 from attnlab.highdim.data import TASKS, Dataset, attention, sample
+from attnlab.highdim.objective import PairProblem, Problem
 from attnlab.highdim.setting import lam_from_lam_tilde
 
-__all__ = ["TrainConfig", "TrainResult", "data_loss_grad", "train_erm", "evaluate", "predict", "simulate"]
+__all__ = ["TrainConfig", "TrainResult", "train_erm", "evaluate", "predict", "simulate"]
 
 
 @dataclass(frozen=True)
@@ -159,200 +160,7 @@ def evaluate(S: torch.Tensor, data: Dataset, beta: float = 1.0) -> tuple[float, 
     )
 
 
-def token_differences(X: torch.Tensor) -> torch.Tensor:
-    """``U`` (n, T − 1, d): each sequence's tokens ``x_b − x_1`` for ``b = 2..T`` (what the softmax sees)."""
-    return X[:, 1:] - X[:, :1]
-
-
-def _row_products(X: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
-    """``(n, T, T − 1)``: ``Σ_j X[μ, a, j] K[μ, b, j]``, every sample's tokens against its own rows of ``K``.
-
-    On the CPU by numpy's ``einsum`` on the same memory (at n = 20000, d = 200, T = 2, one thread: 3–4 ms
-    against 9–13 ms for torch's ``bmm`` of such thin matrices), elsewhere ``bmm``.
-    """
-    if X.device.type == "cpu":
-        return torch.from_numpy(np.einsum("naj,nbj->nab", X.numpy(), K.numpy()))
-    return torch.bmm(X, K.transpose(1, 2))
-
-
-def _combine_tokens(C: torch.Tensor, X: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """``out[μ, b] = Σ_a C[μ, a, b] X[μ, a]``: ``C`` (n, T, T − 1), ``X`` (n, T, d), ``out`` (n, T − 1, d)."""
-    if X.device.type == "cpu":
-        np.einsum("nab,naj->nbj", C.numpy(), X.numpy(), out=out.numpy())
-        return out
-    torch.mul(C[:, 0, :, None], X[:, 0, None, :], out=out)
-    for a in range(1, X.shape[1]):
-        out.addcmul_(C[:, a, :, None], X[:, a, None, :])
-    return out
-
-
-def data_loss_grad(
-    S: torch.Tensor,
-    X: torch.Tensor,
-    y: torch.Tensor,
-    beta: float,
-    task: str,
-    grad: bool = True,
-    work: torch.Tensor | None = None,
-    diffs: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The data loss ``L(S) = Σ_μ ‖y_μ − ŷ_μ(S)‖²`` (seq2seq: divided by d) and its gradient in S, by hand.
-
-    ``S`` (d, d) symmetric, ``X`` (n, T, d) and ``y`` in ``S``'s dtype; ``work``: optional scratch of
-    ``X``'s shape and dtype, reused across calls (the (n, T, d) intermediates are written there instead of
-    freshly allocated: at n = 20000, d = 200 that spares 64 MB of allocation and page faults per call);
-    ``diffs``: optional :func:`token_differences` of ``X``, computed once by a caller that evaluates often.
-    Returns ``(L, G)``: ``L`` a float64 scalar tensor (the n terms are summed in float64), ``G`` (d, d)
-    symmetric in ``S``'s dtype (None when ``grad`` is False): the derivative along symmetric directions,
-    ``dL = ⟨G, dS⟩``.
-
-    Chain rule: ``A = rowsoftmax(β Z)``; ``∂L/∂A = 2 R`` (seq2lab: ``R = A − y``; seq2seq:
-    ``R = (AX − y) Xᵀ/d``); through the softmax, ``∂L/∂Z = β A ⊙ (2R − rowsum(2R ⊙ A))``; through the
-    logits ``Z = (X S Xᵀ − Tr S · I)/√d``, ``G = Σ_μ [X_μᵀ D_μ X_μ − Tr D_μ · I]/√d`` with ``D`` the
-    symmetric part of ``∂L/∂Z``.
-
-    Cost: a row softmax is unchanged by a shift of its row, so only ``Z_ab − Z_a1 = (x_aᵀ S u_b − Tr S ·
-    (δ_ab − δ_a1))/√d`` with ``u_b = x_b − x_1`` (``b ≥ 2``) is needed: ``S`` applied to the ``T − 1``
-    differences, not to the ``T`` tokens. Likewise every row of ``∂L/∂Z`` sums to zero (the softmax's
-    Jacobian), so ``X_μᵀ D_μ X_μ = Σ_{b≥2} (X_μᵀ D_μ[:, b]) u_bᵀ``. The two large products are thus
-    ``n(T − 1) × d × d`` instead of ``nT × d × d``: half the work at ``T = 2``.
-    """
-    n, T, d = X.shape
-    if work is None:
-        work = torch.empty_like(X)
-    U = token_differences(X) if diffs is None else diffs  # (n, T-1, d)
-    m = n * (T - 1)
-    Uf = U.reshape(m, d)
-    flat = work.view(-1)
-    scale = beta / math.sqrt(d)
-    K = torch.mm(Uf, S, out=flat[: m * d].view(m, d)).view(n, T - 1, d)  # rows (S u_b)ᵀ, S symmetric
-    Zt = torch.bmm(X, K.transpose(1, 2))  # (n, T, T-1): x_aᵀ S u_b
-    tr = torch.trace(S)
-    Zt[:, 0, :] += tr  # a = 1: −Tr S (δ_1b − δ_11) = +Tr S
-    Zt[:, 1:, :].diagonal(dim1=1, dim2=2).sub_(tr)  # a = b ≥ 2: −Tr S
-    Zt.mul_(scale)  # β (Z_ab − Z_a1), b ≥ 2
-    if T == 2:  # the softmax of (0, z) is (σ(−z), σ(z))
-        A = torch.cat([torch.sigmoid(-Zt), torch.sigmoid(Zt)], dim=-1)  # (n, 2, 2)
-    else:
-        A = torch.softmax(torch.cat([torch.zeros_like(Zt[:, :, :1]), Zt], dim=-1), dim=-1)  # (n, T, T)
-    if task == "seq2seq":
-        R = torch.bmm(A, X, out=work).sub_(y)  # (n, T, d)
-        dA = torch.bmm(R, X.transpose(1, 2)).mul_(2.0 / d) if grad else None  # (n, T, T)
-        loss = R.square_().sum(dtype=torch.float64) / d
-    else:
-        R = A - y  # (n, T, T)
-        loss = R.square().sum(dtype=torch.float64)
-        dA = R.mul_(2.0) if grad else None
-    if not grad:
-        return loss, None
-    D = A * (dA - (dA * A).sum(-1, keepdim=True))  # ∂L/∂(βZ), (n, T, T), rows summing to zero
-    trD = D.diagonal(dim1=1, dim2=2).sum()
-    # V_μ = (X_μᵀ D_μ[:, 2:])ᵀ (n, T-1, d), summed over the T tokens (T is small; n, d run vectorised);
-    # then Σ_μ X_μᵀ D_μ X_μ = Σ_μ V_μᵀ U_μ, one (d × m) by (m × d) product
-    V = flat[: m * d].view(n, T - 1, d)
-    torch.mul(D[:, 0, 1:, None], X[:, 0, None, :], out=V)
-    for a in range(1, T):
-        V.addcmul_(D[:, a, 1:, None], X[:, a, None, :])
-    M = V.view(m, d).T @ Uf  # (d, d)
-    G = (M + M.T).mul_(scale / 2)  # symmetric part, times β/√d
-    G.diagonal().sub_(trD * scale)
-    return loss, G
-
-
-class _Problem:
-    """The objective ``data loss + penalty`` as a function of the float64 parameter (factor W, or B for the
-    unfactorised student), with its gradient; data in the compute dtype."""
-
-    def __init__(
-        self, X: torch.Tensor, y: torch.Tensor, task: str, beta: float, factorised: bool, p: int, reg: float
-    ):
-        self.X, self.y, self.task, self.beta = X, y, task, beta
-        self.work = torch.empty_like(X)  # scratch of data_loss_grad, reused by every evaluation
-        self.diffs = token_differences(X).contiguous()  # the tokens' differences, drawn once
-        self.factorised, self.reg = factorised, reg
-        d = X.shape[-1]
-        self.d = d
-        self.c = math.sqrt(p * d) if factorised else 2 * math.sqrt(d)  # S = WᵀW/c or (B + Bᵀ)/c
-
-    def S(self, P: torch.Tensor) -> torch.Tensor:
-        return P.T @ P / self.c if self.factorised else (P + P.T) / self.c
-
-    def penalty(self, P: torch.Tensor) -> float:
-        if self.factorised:
-            return self.reg * float(P.square().sum())  # λ‖W‖²
-        return self.d * self.reg * float(self.S(P).square().sum())  # d λ_F ‖S‖²
-
-    def __call__(self, P: torch.Tensor, grad: bool = True) -> tuple[float, torch.Tensor | None]:
-        """(data loss + penalty, its gradient in P (float64) or None).
-
-        The factorised student's ``S = WᵀW/c`` and the chain ``2 W G/c`` are formed in the compute dtype
-        (in float32: from ``W`` rounded to float32, the same rounding as ``S`` rounded after a float64
-        product, to float32 resolution); the penalty and its gradient stay in ``P``'s float64."""
-        Pc = P.to(self.X.dtype) if self.factorised else P
-        S = self.S(Pc)
-        loss, G = data_loss_grad(
-            S.to(self.X.dtype), self.X, self.y, self.beta, self.task, grad, self.work, self.diffs
-        )
-        value = float(loss) + self.penalty(P)
-        if not grad:
-            return value, None
-        if self.factorised:  # dS = (dWᵀ W + Wᵀ dW)/c, G symmetric: ∂/∂W = 2 W G / c; penalty 2λW
-            return value, (Pc @ G).to(P.dtype).mul_(2.0 / self.c).add_(P, alpha=2.0 * self.reg)
-        G = G.to(P.dtype)
-        # dS = (dB + dBᵀ)/c: ∂/∂B = 2G/c; penalty d λ_F ‖S‖²: ∂/∂S = 2 d λ_F S
-        return value, (2.0 / self.c) * (G + (2.0 * self.d * self.reg) * S)
-
-
-class _PairProblem(_Problem):
-    """The factorised seq2lab student at ``T = 2`` in closed form (what Adam evaluates there).
-
-    Per sample ``u = x₂ − x₁``; each row ``r`` of the attention is ``(1 − σ_r, σ_r)`` with
-    ``z₁ = s (x₁ᵀ S u + Tr S)``, ``z₂ = s (x₂ᵀ S u − Tr S)``, ``s = β/√d``, ``σ_r = σ(z_r)``. With the label
-    row ``(y_r1, y_r2)``, ``w_r = 1 + y_r2 − y_r1`` and ``ε_r = 1 − y_r1 − y_r2`` (zero for softmax labels
-    up to rounding), the row's loss ``(1 − σ_r − y_r1)² + (σ_r − y_r2)²`` is ``½ (2σ_r − w_r)² + ½ ε_r²``, so
-
-        ``L = ½ Σ (2σ − w)² + ½ Σ ε²``,  ``∂L/∂z_r = 2 (2σ_r − w_r) σ_r (1 − σ_r) =: g_r``,
-
-    and in symmetric directions ``∂L/∂S = s [sym(Σ_μ (g₁ x₁ + g₂ x₂) uᵀ) + Σ_μ (g₁ − g₂) I]``, chained to
-    the factor as ``∂/∂W = 2 W (∂L/∂S)/c``. Per evaluation: the two products ``U S`` and ``Vᵀ U``
-    (``n × d × d`` each, ``V`` the rows ``g₁ x₁ + g₂ x₂``), two ``(p × d × d)`` ones for ``S`` and the chain,
-    and elementwise work on ``n × 2`` numbers; ``w`` and ``Σ ε²`` are read from the labels once. Held against
-    autograd on the same objective in tests/highdim/test_train_fast.py."""
-
-    def __init__(self, X: torch.Tensor, y: torch.Tensor, beta: float, p: int, reg: float):
-        super().__init__(X, y, "seq2lab", beta, True, p, reg)
-        n, _, d = X.shape
-        self.X = X.contiguous()
-        self.U = self.diffs.view(n, d)
-        self.buf = self.work.view(-1)[: n * d].view(n, d)  # U S, then the rows of V
-        self.scale = beta / math.sqrt(d)
-        self.w = (1.0 + y[:, :, 1] - y[:, :, 0]).contiguous()  # (n, 2): rows r = 1, 2
-        eps = 1.0 - y[:, :, 0].to(torch.float64) - y[:, :, 1].to(torch.float64)
-        self.const = 0.5 * float(eps.square().sum())
-        self.sign = torch.tensor([1.0, -1.0], dtype=X.dtype, device=X.device)
-
-    def __call__(self, P: torch.Tensor, grad: bool = True) -> tuple[float, torch.Tensor | None]:
-        n, _, d = self.X.shape
-        Pc = P.to(self.X.dtype)
-        S = torch.mm(Pc.T, Pc).div_(self.c)
-        K = torch.mm(self.U, S, out=self.buf)
-        z = _row_products(self.X, K.view(n, 1, d)).view(n, 2)  # x_aᵀ S u
-        z.add_(self.sign, alpha=float(torch.trace(S))).mul_(self.scale)
-        sg = z.sigmoid_()
-        e = torch.mul(sg, 2.0).sub_(self.w)  # 2σ − w
-        value = 0.5 * float(torch.sum(e * e, dtype=torch.float64)) + self.const + self.penalty(P)
-        if not grad:
-            return value, None
-        g = torch.addcmul(sg, sg, sg, value=-1.0).mul_(e).mul_(2.0 * self.scale)  # s ∂L/∂z, (n, 2)
-        diag = float(g[:, 0].sum() - g[:, 1].sum())
-        V = _combine_tokens(g.view(n, 2, 1), self.X, K.view(n, 1, d)).view(n, d)  # K is spent: V in its place
-        M = V.T @ self.U
-        G = (M + M.T).mul_(0.5)
-        G.diagonal().add_(diag)
-        return value, (Pc @ G).to(P.dtype).mul_(2.0 / self.c).add_(P, alpha=2.0 * self.reg)
-
-
-def _adam(f: _Problem, P: torch.Tensor, cfg: TrainConfig, progress) -> tuple[torch.Tensor, int, bool]:
+def _adam(f: Problem, P: torch.Tensor, cfg: TrainConfig, progress) -> tuple[torch.Tensor, int, bool]:
     """Full-batch Adam (Kingma & Ba, bias-corrected moments) with the relative-change stopping rule."""
     b1, b2, eps, tol = 0.9, 0.999, 1e-8, cfg.tolerance
     P = P.clone()  # updated in place
@@ -377,7 +185,7 @@ def _adam(f: _Problem, P: torch.Tensor, cfg: TrainConfig, progress) -> tuple[tor
     return P, steps, converged
 
 
-def _lbfgs(f: _Problem, P: torch.Tensor, cfg: TrainConfig, progress) -> tuple[torch.Tensor, int, int, bool]:
+def _lbfgs(f: Problem, P: torch.Tensor, cfg: TrainConfig, progress) -> tuple[torch.Tensor, int, int, bool]:
     """L-BFGS (scipy's L-BFGS-B without bounds) on the loss scaled by its initial value, so that scipy's
     test ``(f_k − f_{k+1}) / max(|f_k|, |f_{k+1}|, 1) <= ftol`` is a change of ``rtol`` times that value."""
     from scipy.optimize import minimize
@@ -482,15 +290,15 @@ def train_erm(
     # Adam at T = 2 (the published protocol) evaluates the closed form; L-BFGS and the other students keep
     # data_loss_grad, whose rounding the stored L-BFGS results were computed with
     if cfg.optimizer == "adam" and factorised and task == "seq2lab" and T == 2:
-        f = _PairProblem(X64.to(wdt), y64.to(wdt), beta, p, reg)
+        f = PairProblem(X64.to(wdt), y64.to(wdt), beta, p, reg)
     else:
-        f = _Problem(X64.to(wdt), y64.to(wdt), task, beta, factorised, p, reg)
+        f = Problem(X64.to(wdt), y64.to(wdt), task, beta, factorised, p, reg)
     if cfg.optimizer == "lbfgs":
         P, steps, evals, converged = _lbfgs(f, P0, cfg, progress)
     else:
         P, steps, converged = _adam(f, P0, cfg, progress)
         evals = steps
-    exact = f if wdt == torch.float64 else _Problem(X64, y64, task, beta, factorised, p, reg)
+    exact = f if wdt == torch.float64 else Problem(X64, y64, task, beta, factorised, p, reg)
     final = exact(P, grad=False)[0] / d**2  # reported in float64
     S = exact.S(P)
     dl = final - exact.penalty(P) / d**2
