@@ -71,3 +71,29 @@ def test_certified_box_holds_no_lower_point_on_a_grid():
         e_0, e_1 = e0[i, 0] + d0, e0[i, 1] + d1
         vals = objective(d0, d1, logistic(e_0, 1.0), logistic(e_1, 1.0), yl[i, 0], yl[i, 1], g)
         assert vals.min() >= F - 1e-12
+
+
+@pytest.mark.parametrize("lam,q,m,sg,beta", POINTS[1:3])
+def test_blocked_newton_is_bitwise_the_single_batch(lam, q, m, sg, beta, monkeypatch):
+    # newton_two runs its first iterations on blocks of nodes and finishes the slow ones in one batch; every
+    # node's iteration depends on that node alone, so the result must equal, to the bit, one batch of all
+    # nodes with every iteration (the plain _newton_block). Small blocks (256 nodes, two bulk iterations) put
+    # 16 blocks and a second stage on these 4096 nodes; both starts (z, where ~40% of the nodes need more
+    # than two iterations, and the interpolating point). Exact equality: any carried value (logistic,
+    # objective) recomputed differently at the restart would show in the last bits.
+    import attnlab.highdim.prox_two as pt
+
+    ch, z, _, _, (e0, yl, g) = _solve(lam, q, m, sg, beta)
+    PB = torch.linalg.inv(ch._PBinv)
+    p = tuple(float(v) * sg for v in PB.reshape(-1))
+    e2 = (ch.interpolating_start(z) @ ch._P.T).numpy()
+    for start in (e0, e2):
+        one = start.copy()
+        left = pt._newton_block(one, np.arange(len(one)), e0, yl, g, p, beta, 1e-11, 100)
+        assert left.size == 0  # all converged: the comparison is between finished minimisers
+        monkeypatch.setattr(pt, "_BLOCK", 256)
+        monkeypatch.setattr(pt, "_BULK", 2)
+        blocked = start.copy()
+        pt.newton_two(blocked, e0, yl, g, p, beta, 1e-11, 100)
+        assert np.array_equal(one, blocked)
+        monkeypatch.undo()

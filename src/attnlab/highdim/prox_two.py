@@ -29,6 +29,10 @@ def objective(d0, d1, s0, s1, y0, y1, g: tuple[float, float, float]) -> np.ndarr
     return 0.5 * (g00 * d0 * d0 + 2 * g01 * d0 * d1 + g11 * d1 * d1) + 2 * (r0 * r0 + r1 * r1)
 
 
+#: the first ``_BULK`` iterations run on blocks of ``_BLOCK`` nodes (:func:`newton_two`)
+_BLOCK, _BULK = 16384, 6
+
+
 def newton_two(
     en: np.ndarray,
     e0n: np.ndarray,
@@ -44,7 +48,33 @@ def newton_two(
     ``e0n`` (n, 2) the centre ``P z``, ``yn`` (n, 2) the labels, ``g`` the entries of G/Σ, ``p`` the entries
     ``(p00, p01, p10, p11)`` of Σ·PB, which turn the gradient in ``e`` into the scale-free gradient in the
     row-space coordinates of ``h − z``: a node stops once its largest entry is below ``tol`` (the flat
-    solver's rule)."""
+    solver's rule).
+
+    Every node's iteration depends on that node alone, so the nodes can be taken in any grouping with the
+    same result to the bit. The first ``_BULK`` iterations, where most nodes are still active, run on blocks
+    of ``_BLOCK`` nodes, whose working vectors (128 KiB each) stay in the core's cache: an addition costs
+    about half what it costs on vectors of 2.4 MB (294912 nodes, the default's four scrambles). The nodes
+    still active after them are gathered and finished in one batch, so the long tail of slow nodes does not
+    pay the per-call cost of numpy once per block. A node's iterate, written back after the first stage, is
+    where the second starts: the logistic values and the objective carried between iterations are the same
+    functions of it, recomputed."""
+    n = en.shape[0]
+    if n <= _BLOCK or max_iter <= _BULK:
+        _newton_block(en, np.arange(n), e0n, yn, g, p, beta, tol, max_iter)
+        return
+    rest = [
+        _newton_block(en, np.arange(i, min(i + _BLOCK, n)), e0n, yn, g, p, beta, tol, _BULK)
+        for i in range(0, n, _BLOCK)
+    ]
+    left = np.concatenate(rest)
+    if left.size:
+        _newton_block(en, left, e0n, yn, g, p, beta, tol, max_iter - _BULK)
+
+
+def _newton_block(en, rows, e0n, yn, g, p, beta, tol, max_iter) -> np.ndarray:
+    """At most ``max_iter`` Newton iterations on the nodes ``rows`` of ``en`` (in place), each node leaving
+    once it meets the stopping rule; returns the rows still active at the end (those that did not meet it
+    within ``max_iter`` iterations, unchecked after the last)."""
     g00, g01, g11 = g
     p00, p01, p10, p11 = p
     b4, bb4 = 4 * beta, 4 * beta**2
@@ -55,11 +85,10 @@ def newton_two(
     def _value(d0, d1, s0, s1, y0, y1):
         return objective(d0, d1, s0, s1, y0, y1, g)
 
-    n = en.shape[0]
-    idx = np.arange(n)
-    x0, x1 = en[:, 0].copy(), en[:, 1].copy()
-    c0, c1 = e0n[:, 0].copy(), e0n[:, 1].copy()
-    y0, y1 = yn[:, 0].copy(), yn[:, 1].copy()
+    idx = rows
+    x0, x1 = en[rows, 0], en[rows, 1]  # fancy indexing: copies
+    c0, c1 = e0n[rows, 0], e0n[rows, 1]
+    y0, y1 = yn[rows, 0], yn[rows, 1]
     # the logistic values and the objective at the iterate, carried over from the accepted trial point
     s0, s1 = _sig(x0), _sig(x1)
     val = _value(x0 - c0, x1 - c1, s0, s1, y0, y1)
@@ -72,7 +101,8 @@ def newton_two(
         gt = np.maximum(np.abs(g0 * p00 + g1 * p10), np.abs(g0 * p01 + g1 * p11))
         act = np.flatnonzero(gt >= tol)
         if act.size == 0:
-            break
+            en[idx, 0], en[idx, 1] = x0, x1
+            return idx[:0]
         if act.size < idx.size:
             done = np.flatnonzero(gt < tol)
             en[idx[done], 0], en[idx[done], 1] = x0[done], x1[done]
@@ -119,6 +149,7 @@ def newton_two(
             n0, n1 = x0 + t * st0, x1 + t * st1
         x0, x1, s0, s1, val = n0, n1, ns0, ns1, cval
     en[idx, 0], en[idx, 1] = x0, x1
+    return idx
 
 
 def one_minimum(
