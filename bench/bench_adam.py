@@ -17,7 +17,8 @@ reference, ours, ...) and each is summarised by the median over ``--runs`` runs 
 system of the child process, which load from other processes inflates far less than wall time) and of its
 wall seconds. Each child also reports its CPU seconds by stage (``import``: interpreter start and imports;
 ``data``: reading the file; ``train``: the training, for ours with its final float64 evaluation;
-``evaluate``: the reference's final evaluation). Prints one JSON object: per ``d``, both sides' runs,
+``evaluate``: the reference's final evaluation; ``exit``: the rest of the child's CPU seconds, printing and
+the interpreter's shutdown). Prints one JSON object: per ``d``, both sides' runs,
 medians (with the stages), training losses with ``train_loss_equal`` (within ``LOSS_RTOL`` relative), steps,
 the ratio reference / ours, and ``ratio_cpu_bound_free_training``: the ratio ours would reach if its training
 cost nothing (the bound that its start-up and data reading set). The reference loop is :func:`plain_adam`,
@@ -159,7 +160,10 @@ def _run(code: str) -> dict:
     wall = time.monotonic() - w0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {**json.loads(out.stdout.strip().splitlines()[-1]), "cpu_s": cpu, "wall_s": wall}
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    # the CPU seconds after the last stage: printing the result and the interpreter's shutdown
+    res["stages"]["exit"] = cpu - sum(res["stages"].values())
+    return {**res, "cpu_s": cpu, "wall_s": wall}
 
 
 def main(argv: list[str]) -> dict:
@@ -171,43 +175,47 @@ def main(argv: list[str]) -> dict:
     ap.add_argument("--config", default="published", choices=sorted(CONFIGS))
     a = ap.parse_args(argv)
     res: dict = {"config": a.config, "load_before": os.getloadavg(), "by_d": {}}
-    tmp = tempfile.mkdtemp(prefix="bench_adam_")
-    for d in a.d:
-        path = os.path.join(tmp, f"data_d{d}.pt")
-        write_data(d, path)
-        ref_code = _COMMON + inspect.getsource(plain_adam) + _LOAD.format(path=path) + _REFERENCE
-        our_code = _COMMON + _OURS_IMPORT + _LOAD.format(path=path) + _OURS.format(config=CONFIGS[a.config])
-        runs: dict[str, list[dict]] = {"reference": [], "ours": []}
-        for _ in range(a.runs):  # interleaved
-            runs["reference"].append(_run(ref_code))
-            runs["ours"].append(_run(our_code))
-        med = {
-            k: {q: statistics.median(r[q] for r in v) for q in ("cpu_s", "wall_s")} for k, v in runs.items()
-        }
-        for k, v in runs.items():  # the median CPU seconds of each stage (start-up = interpreter + imports)
-            med[k]["stages"] = {q: statistics.median(r["stages"][q] for r in v) for q in v[0]["stages"]}
-        # the ratio ours would reach with a training of no cost: the bound its start-up sets
-        o_st = med["ours"]["stages"]
-        bound = med["reference"]["cpu_s"] / max(med["ours"]["cpu_s"] - o_st["train"], 1e-9)
-
-        r0, o0 = runs["reference"][0], runs["ours"][0]
-        res["by_d"][d] = {
-            "runs": runs,
-            "median": med,
-            "ratio_cpu": med["reference"]["cpu_s"] / med["ours"]["cpu_s"],
-            "ratio_wall": med["reference"]["wall_s"] / med["ours"]["wall_s"],
-            "ratio_cpu_bound_free_training": bound,
-            "train_loss": {"reference": r0["train_loss"], "ours": o0["train_loss"]},
-            "train_loss_rel_diff": (o0["train_loss"] - r0["train_loss"]) / r0["train_loss"],
-            "train_loss_equal": abs(o0["train_loss"] - r0["train_loss"]) <= LOSS_RTOL * r0["train_loss"],
-            "train_loss_rtol": LOSS_RTOL,
-            "test_error": {"reference": r0["test_error"], "ours": o0["test_error"]},
-            "steps": {"reference": r0["steps"], "ours": o0["steps"]},
-        }
-        print(f"d={d}: {json.dumps(res['by_d'][d]['median'])} ratio {res['by_d'][d]['ratio_cpu']:.2f}",
-              file=sys.stderr, flush=True)  # fmt: skip
+    # the data files (12 MB at d = 100, 74 MB at d = 200) are removed at the end
+    with tempfile.TemporaryDirectory(prefix="bench_adam_") as tmp:
+        for d in a.d:
+            res["by_d"][d] = _bench_d(d, a.runs, a.config, tmp)
     res["load_after"] = os.getloadavg()
     return res
+
+
+def _bench_d(d: int, n_runs: int, config: str, tmp: str) -> dict:
+    """Both sides at ``d``, interleaved ``n_runs`` times, summarised (see the module docstring)."""
+    path = os.path.join(tmp, f"data_d{d}.pt")
+    write_data(d, path)
+    ref_code = _COMMON + inspect.getsource(plain_adam) + _LOAD.format(path=path) + _REFERENCE
+    our_code = _COMMON + _OURS_IMPORT + _LOAD.format(path=path) + _OURS.format(config=CONFIGS[config])
+    runs: dict[str, list[dict]] = {"reference": [], "ours": []}
+    for _ in range(n_runs):  # interleaved
+        runs["reference"].append(_run(ref_code))
+        runs["ours"].append(_run(our_code))
+    med = {k: {q: statistics.median(r[q] for r in v) for q in ("cpu_s", "wall_s")} for k, v in runs.items()}
+    for k, v in runs.items():  # the median CPU seconds of each stage (start-up = interpreter + imports)
+        med[k]["stages"] = {q: statistics.median(r["stages"][q] for r in v) for q in v[0]["stages"]}
+    # the ratio ours would reach with a training of no cost: the bound its start-up and shutdown set
+    o_st = med["ours"]["stages"]
+    bound = med["reference"]["cpu_s"] / max(med["ours"]["cpu_s"] - o_st["train"], 1e-9)
+
+    r0, o0 = runs["reference"][0], runs["ours"][0]
+    out = {
+        "runs": runs,
+        "median": med,
+        "ratio_cpu": med["reference"]["cpu_s"] / med["ours"]["cpu_s"],
+        "ratio_wall": med["reference"]["wall_s"] / med["ours"]["wall_s"],
+        "ratio_cpu_bound_free_training": bound,
+        "train_loss": {"reference": r0["train_loss"], "ours": o0["train_loss"]},
+        "train_loss_rel_diff": (o0["train_loss"] - r0["train_loss"]) / r0["train_loss"],
+        "train_loss_equal": abs(o0["train_loss"] - r0["train_loss"]) <= LOSS_RTOL * r0["train_loss"],
+        "train_loss_rtol": LOSS_RTOL,
+        "test_error": {"reference": r0["test_error"], "ours": o0["test_error"]},
+        "steps": {"reference": r0["steps"], "ours": o0["steps"]},
+    }
+    print(f"d={d}: {json.dumps(med)} ratio {out['ratio_cpu']:.2f}", file=sys.stderr, flush=True)
+    return out
 
 
 if __name__ == "__main__":
