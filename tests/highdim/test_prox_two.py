@@ -88,12 +88,25 @@ def test_blocked_newton_is_bitwise_the_single_batch(lam, q, m, sg, beta, monkeyp
     p = tuple(float(v) * sg for v in PB.reshape(-1))
     e2 = (ch.interpolating_start(z) @ ch._P.T).numpy()
     for start in (e0, e2):
-        one = start.copy()
-        left = pt._newton_block(one, np.arange(len(one)), e0, yl, g, p, beta, 1e-11, 100)
+        one, v_one = start.copy(), np.empty(len(start))
+        left = pt._newton_block(one, v_one, np.arange(len(one)), e0, yl, g, p, beta, 1e-11, 100)
         assert left.size == 0  # all converged: the comparison is between finished minimisers
         monkeypatch.setattr(pt, "_BLOCK", 256)
         monkeypatch.setattr(pt, "_BULK", 2)
         blocked = start.copy()
-        pt.newton_two(blocked, e0, yl, g, p, beta, 1e-11, 100)
-        assert np.array_equal(one, blocked)
+        v_blocked = pt.newton_two(blocked, e0, yl, g, p, beta, 1e-11, 100)
+        assert np.array_equal(one, blocked) and np.array_equal(v_one, v_blocked)
         monkeypatch.undo()
+        # the values returned are the objective at the minimisers, recomputed independently by objective():
+        # the same arithmetic on the same numbers, so equal to the bit (the proximal step reports them)
+        d = blocked - e0
+        again = objective(
+            d[:, 0],
+            d[:, 1],
+            logistic(blocked[:, 0], beta),
+            logistic(blocked[:, 1], beta),
+            yl[:, 0],
+            yl[:, 1],
+            g,
+        )
+        assert np.array_equal(v_blocked, again)

@@ -17,7 +17,7 @@ import torch
 
 from attnlab.core.validation import check_int
 from attnlab.highdim.channel_nodes import hermite, label_nodes, layout, w_nodes
-from attnlab.highdim.prox_two import logistic, newton_two, objective, one_minimum
+from attnlab.highdim.prox_two import newton_two, one_minimum
 from attnlab.highdim.setting import Setting
 
 __all__ = [
@@ -314,21 +314,12 @@ class OutputChannel:
         e0 = z @ P.T  # (n, 2)
         e = e0.clone() if h0 is None else (z + (h0 - z) @ self._proj.T) @ P.T  # h0's row-space part
         en = e.numpy()  # (n, 2), written in place
-        newton_two(en, e0.numpy(), yl.numpy(), (g00, g01, g11), (p00, p01, p10, p11), beta, tol, max_iter)
-        d = e - e0
-        h = z + (d @ PBinv.T) @ self.basis.T  # (n, K)
-        dn, yn = d.numpy(), yl.numpy()
-        return h, torch.from_numpy(
-            objective(
-                dn[:, 0],
-                dn[:, 1],
-                logistic(en[:, 0], beta),
-                logistic(en[:, 1], beta),
-                yn[:, 0],
-                yn[:, 1],
-                (g00, g01, g11),
-            )
+        # the objective at the minimisers: the value the iteration carries, the same bits as objective() there
+        vals = newton_two(
+            en, e0.numpy(), yl.numpy(), (g00, g01, g11), (p00, p01, p10, p11), beta, tol, max_iter
         )
+        h = z + ((e - e0) @ PBinv.T) @ self.basis.T  # (n, K)
+        return h, torch.from_numpy(vals)
 
     def hats(self, q: float, m: float, sigma: float, alpha: float) -> tuple[float, float, float, float]:
         """``(q̂, m̂, Σ̂, E[M])`` from the output equations of docs/highdim.md C3 (cold-started proximal

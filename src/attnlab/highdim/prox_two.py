@@ -42,8 +42,10 @@ def newton_two(
     beta: float,
     tol: float,
     max_iter: int,
-) -> None:
-    """Minimise the objective at every node, in place on ``en`` (n, 2), started from it.
+) -> np.ndarray:
+    """Minimise the objective at every node, in place on ``en`` (n, 2), started from it; returns the
+    objective at the minimisers (n,), the value carried by the iteration (the same arithmetic as
+    :func:`objective` at the final ``en``, so the same bits).
 
     ``e0n`` (n, 2) the centre ``P z``, ``yn`` (n, 2) the labels, ``g`` the entries of G/Σ, ``p`` the entries
     ``(p00, p01, p10, p11)`` of Σ·PB, which turn the gradient in ``e`` into the scale-free gradient in the
@@ -59,22 +61,24 @@ def newton_two(
     where the second starts: the logistic values and the objective carried between iterations are the same
     functions of it, recomputed."""
     n = en.shape[0]
+    vals = np.empty(n)
     if n <= _BLOCK or max_iter <= _BULK:
-        _newton_block(en, np.arange(n), e0n, yn, g, p, beta, tol, max_iter)
-        return
+        _newton_block(en, vals, np.arange(n), e0n, yn, g, p, beta, tol, max_iter)
+        return vals
     rest = [
-        _newton_block(en, np.arange(i, min(i + _BLOCK, n)), e0n, yn, g, p, beta, tol, _BULK)
+        _newton_block(en, vals, np.arange(i, min(i + _BLOCK, n)), e0n, yn, g, p, beta, tol, _BULK)
         for i in range(0, n, _BLOCK)
     ]
     left = np.concatenate(rest)
     if left.size:
-        _newton_block(en, left, e0n, yn, g, p, beta, tol, max_iter - _BULK)
+        _newton_block(en, vals, left, e0n, yn, g, p, beta, tol, max_iter - _BULK)
+    return vals
 
 
-def _newton_block(en, rows, e0n, yn, g, p, beta, tol, max_iter) -> np.ndarray:
-    """At most ``max_iter`` Newton iterations on the nodes ``rows`` of ``en`` (in place), each node leaving
-    once it meets the stopping rule; returns the rows still active at the end (those that did not meet it
-    within ``max_iter`` iterations, unchecked after the last)."""
+def _newton_block(en, vals, rows, e0n, yn, g, p, beta, tol, max_iter) -> np.ndarray:
+    """At most ``max_iter`` Newton iterations on the nodes ``rows`` of ``en`` (in place, their objective
+    written to ``vals``), each node leaving once it meets the stopping rule; returns the rows still active
+    at the end (those that did not meet it within ``max_iter`` iterations, unchecked after the last)."""
     g00, g01, g11 = g
     p00, p01, p10, p11 = p
     b4, bb4 = 4 * beta, 4 * beta**2
@@ -101,11 +105,11 @@ def _newton_block(en, rows, e0n, yn, g, p, beta, tol, max_iter) -> np.ndarray:
         gt = np.maximum(np.abs(g0 * p00 + g1 * p10), np.abs(g0 * p01 + g1 * p11))
         act = np.flatnonzero(gt >= tol)
         if act.size == 0:
-            en[idx, 0], en[idx, 1] = x0, x1
+            en[idx, 0], en[idx, 1], vals[idx] = x0, x1, val
             return idx[:0]
         if act.size < idx.size:
             done = np.flatnonzero(gt < tol)
-            en[idx[done], 0], en[idx[done], 1] = x0[done], x1[done]
+            en[idx[done], 0], en[idx[done], 1], vals[idx[done]] = x0[done], x1[done], val[done]
             idx = idx[act]
             x0, x1, c0, c1, y0, y1, d0, d1, s0, s1, ds0, ds1, r0, r1, g0, g1, val = (
                 v.take(act) for v in (x0, x1, c0, c1, y0, y1, d0, d1, s0, s1, ds0, ds1, r0, r1, g0, g1, val)
@@ -148,7 +152,7 @@ def _newton_block(en, rows, e0n, yn, g, p, beta, tol, max_iter) -> np.ndarray:
                 cval[pend] = _value(m0 - c0[pend], m1 - c1[pend], ns0[pend], ns1[pend], y0[pend], y1[pend])
             n0, n1 = x0 + t * st0, x1 + t * st1
         x0, x1, s0, s1, val = n0, n1, ns0, ns1, cval
-    en[idx, 0], en[idx, 1] = x0, x1
+    en[idx, 0], en[idx, 1], vals[idx] = x0, x1, val
     return idx
 
 
