@@ -6,7 +6,8 @@ With ``e0 = P z``, label probabilities ``y_a`` of column 1 and ``s_a = sigmoid(Î
 written out elementwise (Gaussâ€“Newton where the Hessian is not positive definite; Armijo backtracking per
 node), on the active nodes only: a node meeting the stopping rule is written back and leaves the working
 set, each coordinate a contiguous numpy vector gathered by index (boolean masks and ``where`` over randomly
-mixed nodes cost several times the arithmetic). Used by ``OutputChannel.prox`` at T = 2.
+mixed nodes cost several times the arithmetic); the first iterations on cache-sized blocks of nodes, the slow
+rest in one batch (the same bits). Used by ``OutputChannel.prox`` at T = 2.
 """
 
 from __future__ import annotations
