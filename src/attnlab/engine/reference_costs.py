@@ -7,10 +7,10 @@ timeout counts as its CPU time so far, a lower bound, and a claim whose draws al
 unknown). A claim with a size model (``engine.costs.SIZE_MODELS``) has ``PER_SIZE`` (CPU s per unit of
 size, its draws' CPU s over their summed size), and its ``full`` constant is that times the mean size
 over its whole full grid; the others, the mean of their draws. Written by ``bench_profile_costs.py
---fit ... --write-table``. Three paper-C claims are priced from measured samples of their own full grids
-instead (docs/highdim.md): scaling-law's ERM at d = 400, three seeds at each γ, about 5,300 CPU-s over its
-348 points; training-loss about 3,500 over 428 from seeds at d = 100-200; temperature about 2,450 over 234
-from single seeds at d = 200 (the state evolution at α = 1 left unconverged). Measured 2026-12-02 on a
+--fit ... --write-table``. Three paper-C claims are priced from their own full grids instead
+(docs/highdim.md): scaling-law from a measured sample (its ERM at d = 400, three seeds at each γ, about
+5,300 CPU-s over its 348 points); training-loss and temperature from whole runs of their full profiles
+(2,042 CPU-s over 428 points and 1,994 over 234; root seed 0, one worker, load 2-3). Measured 2026-12-02 on a
 shared 2-core machine (load average 4-6 from other work during the two-draw full sample, 1-4 during paper
 A's three-draw one).
 
@@ -108,10 +108,10 @@ REFERENCE: dict[str, dict[str, float]] = {
         "highdim.scaling-law": 15.2,
         "highdim.seq2seq": 0.565,
         "highdim.spectrum": 12.93,
-        "highdim.temperature": 10.5,
+        "highdim.temperature": 8.52,
         "highdim.theory-vs-adam": 0.88,
         "highdim.tokens": 0.51,
-        "highdim.training-loss": 8.2,
+        "highdim.training-loss": 4.77,
         "highdim.width": 1.085,
         "models.minilm-diversity": 11.6,
         "models.principal-angles": 5.65,
