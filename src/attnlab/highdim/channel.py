@@ -326,9 +326,12 @@ class OutputChannel:
         step)."""
         return self.hats_and_prox(q, m, sigma, alpha)[:4]
 
-    def interpolating_start(self, z: torch.Tensor) -> torch.Tensor:
-        """The point nearest ``z`` whose softmax equals the label (least squares for T ≥ 4), (N, K)."""
-        return z + (self._target - z) @ self._proj.T
+    def interpolating_start(self, z: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The point nearest ``z`` whose softmax equals the label (least squares for T ≥ 4), (N, K);
+        ``z`` holds the nodes ``rows`` only when they are given. The second start of :meth:`prox_best`
+        (a subclass may replace it: another reading of the proximal step)."""
+        target = self._target if rows is None else self._target[rows]
+        return z + (target - z) @ self._proj.T
 
     def prox_best(self, z: torch.Tensor, sigma: float) -> tuple[torch.Tensor, torch.Tensor]:
         """The proximal step from two starts per node, keeping the lower objective: ``z`` (the cold start)
@@ -356,8 +359,7 @@ class OutputChannel:
         h2, v2 = h1.clone(), v1.clone()
         if rows.numel():
             zr = z[rows]
-            start = zr + (self._target[rows] - zr) @ self._proj.T  # interpolating_start on these rows
-            h2[rows], v2[rows] = self.prox(zr, sigma, h0=start, rows=rows)
+            h2[rows], v2[rows] = self.prox(zr, sigma, h0=self.interpolating_start(zr, rows), rows=rows)
         return h1, v1, h2, v2
 
     def hats_and_prox(

@@ -94,7 +94,7 @@ def local_z_channels(st, nodes: int, seed: int = 0, scrambles: int = 4):
     from attnlab.highdim.channel import OutputChannel
 
     class _FromZ(OutputChannel):
-        def interpolating_start(self, z):
+        def interpolating_start(self, z, rows=None):
             return z.clone()
 
     return [_FromZ(st, nodes, seed + i) for i in range(scrambles)]
