@@ -110,3 +110,69 @@ def test_blocked_newton_is_bitwise_the_single_batch(lam, q, m, sg, beta, monkeyp
             g,
         )
         assert np.array_equal(v_blocked, again)
+
+
+def _plain_newton(e, e0, yl, g, p, beta, tol, max_iter=100):
+    # newton_two's damped Newton iteration written plainly from its formulas: every quantity recomputed from
+    # the iterate on all nodes at every iteration (no carried values, no out= buffers, no working set), a
+    # node frozen by a mask once its scale-free gradient is below tol; the Armijo test on t = 1, 1/2, …,
+    # 2^-29, then 2^-30 taken whatever its value; the quadratic regime's full step
+    g00, g01, g11 = g
+    p00, p01, p10, p11 = p
+    b4, bb4 = 4 * beta, 4 * beta**2
+    x0, x1 = e[:, 0].copy(), e[:, 1].copy()
+    c0, c1, y0, y1 = e0[:, 0], e0[:, 1], yl[:, 0], yl[:, 1]
+    live = np.ones(len(x0), bool)
+    with np.errstate(all="ignore"):
+        for _ in range(max_iter):
+            d0, d1 = x0 - c0, x1 - c1
+            s0, s1 = logistic(x0, beta), logistic(x1, beta)
+            val = objective(d0, d1, s0, s1, y0, y1, g)
+            ds0, ds1 = s0 * (1 - s0), s1 * (1 - s1)
+            r0, r1 = y0 - s0, y1 - s1
+            g0 = g00 * d0 + g01 * d1 - b4 * r0 * ds0
+            g1 = g01 * d0 + g11 * d1 - b4 * r1 * ds1
+            live &= np.maximum(np.abs(g0 * p00 + g1 * p10), np.abs(g0 * p01 + g1 * p11)) >= tol
+            if not live.any():
+                break
+            gn0, gn1 = g00 + bb4 * ds0 * ds0, g11 + bb4 * ds1 * ds1  # Gauss–Newton
+            a = gn0 - bb4 * r0 * ds0 * (1 - 2 * s0)
+            c = gn1 - bb4 * r1 * ds1 * (1 - 2 * s1)
+            bad = (a <= 0) | (a * c - g01 * g01 <= 0)
+            a, c = np.where(bad, gn0, a), np.where(bad, gn1, c)
+            det = a * c - g01 * g01
+            st0, st1 = (g01 * g1 - c * g0) / det, (g01 * g0 - a * g1) / det
+            slope = g0 * st0 + g1 * st1
+            ok = -slope < 1e-13 * (1 + np.abs(val))
+            t = np.ones_like(x0)
+            for _ in range(30):
+                n0, n1 = x0 + t * st0, x1 + t * st1
+                cv = objective(n0 - c0, n1 - c1, logistic(n0, beta), logistic(n1, beta), y0, y1, g)
+                ok |= cv <= val + 1e-4 * t * slope
+                if ok.all():
+                    break
+                t = np.where(ok, t, t / 2)
+            x0, x1 = np.where(live, x0 + t * st0, x0), np.where(live, x1 + t * st1, x1)
+    return np.stack([x0, x1], 1), live
+
+
+@pytest.mark.parametrize("lam,q,m,sg,beta", POINTS[1:])
+def test_newton_two_is_bitwise_the_plain_iteration(lam, q, m, sg, beta):
+    # newton_two carries the displacement, residuals, logistic values and objective of the accepted trial
+    # point, works in out= buffers on a shrinking working set and evaluates the quadratic-regime test only
+    # where Armijo fails: the same operations on the same operands as the plain iteration above, so the
+    # same minimisers to the bit (a carried value that differed from its recomputation, or a node iterating
+    # past its stop, would show in the last bits); both starts, where the Gauss–Newton fallback and the
+    # backtracking are both exercised (λ̃ = 1e-3, 1e-4 and β = 2)
+    from attnlab.highdim.prox_two import newton_two
+
+    ch, z, _, _, (e0, yl, g) = _solve(lam, q, m, sg, beta)
+    PB = torch.linalg.inv(ch._PBinv)
+    p = tuple(float(v) * sg for v in PB.reshape(-1))
+    e2 = (ch.interpolating_start(z) @ ch._P.T).numpy()
+    for start in (e0, e2):
+        ref, live = _plain_newton(start, e0, yl, g, p, beta, 1e-11)
+        assert not live.any()
+        got = start.copy()
+        newton_two(got, e0, yl, g, p, beta, 1e-11, 100)
+        assert np.array_equal(got, ref)

@@ -79,31 +79,79 @@ def newton_two(
 def _newton_block(en, vals, rows, e0n, yn, g, p, beta, tol, max_iter) -> np.ndarray:
     """At most ``max_iter`` Newton iterations on the nodes ``rows`` of ``en`` (in place, their objective
     written to ``vals``), each node leaving once it meets the stopping rule; returns the rows still active
-    at the end (those that did not meet it within ``max_iter`` iterations, unchecked after the last)."""
+    at the end (those that did not meet it within ``max_iter`` iterations, unchecked after the last).
+
+    The arithmetic is that of :func:`logistic` and :func:`objective`, operation by operation, written with
+    ``out=`` buffers where a temporary would be dropped at once; the displacement ``d = e − e0``, the
+    residuals ``y − s`` and the logistic values of the accepted trial point are carried into the next
+    iteration (the same expressions of the same operands, so the same bits), the Armijo test's quadratic
+    regime is evaluated only where the sufficient decrease fails, and the Hessian's determinant once."""
     g00, g01, g11 = g
     p00, p01, p10, p11 = p
-    b4, bb4 = 4 * beta, 4 * beta**2
+    hb, b4, bb4 = 0.5 * beta, 4 * beta, 4 * beta**2
+    tg01, bsq = 2 * g01, g01 * g01
+    mul, add, sub = np.multiply, np.add, np.subtract
 
-    def _sig(x):
-        return logistic(x, beta)
+    def _sig(x):  # logistic(x, beta): 0.5 + 0.5 tanh((0.5 β) x)
+        t = mul(hb, x)
+        np.tanh(t, out=t)
+        t *= 0.5
+        t += 0.5
+        return t
 
-    def _value(d0, d1, s0, s1, y0, y1):
-        return objective(d0, d1, s0, s1, y0, y1, g)
+    def _value(d0, d1, r0, r1):  # objective(): 0.5 (g00 d0² + 2 g01 d0 d1 + g11 d1²) + 2 (r0² + r1²)
+        v = mul(g00, d0)
+        v *= d0
+        t = mul(tg01, d0)
+        t *= d1
+        v += t
+        mul(g11, d1, out=t)
+        t *= d1
+        v += t
+        v *= 0.5
+        mul(r0, r0, out=t)
+        u = mul(r1, r1)
+        t += u
+        t *= 2
+        v += t
+        return v
 
     idx = rows
     x0, x1 = en[rows, 0], en[rows, 1]  # fancy indexing: copies
     c0, c1 = e0n[rows, 0], e0n[rows, 1]
     y0, y1 = yn[rows, 0], yn[rows, 1]
-    # the logistic values and the objective at the iterate, carried over from the accepted trial point
+    # the displacement, logistic values, residuals and objective at the iterate, carried over from the
+    # accepted trial point
+    d0, d1 = x0 - c0, x1 - c1
     s0, s1 = _sig(x0), _sig(x1)
-    val = _value(x0 - c0, x1 - c1, s0, s1, y0, y1)
+    r0, r1 = y0 - s0, y1 - s1
+    val = _value(d0, d1, r0, r1)
     for _ in range(max_iter):
-        d0, d1 = x0 - c0, x1 - c1
-        ds0, ds1 = s0 * (1 - s0), s1 * (1 - s1)
-        r0, r1 = y0 - s0, y1 - s1
-        g0 = g00 * d0 + g01 * d1 - b4 * r0 * ds0
-        g1 = g01 * d0 + g11 * d1 - b4 * r1 * ds1
-        gt = np.maximum(np.abs(g0 * p00 + g1 * p10), np.abs(g0 * p01 + g1 * p11))
+        ds0 = sub(1, s0)
+        ds0 *= s0
+        ds1 = sub(1, s1)
+        ds1 *= s1
+        g0 = mul(g00, d0)
+        t = mul(g01, d1)
+        g0 += t
+        mul(b4, r0, out=t)
+        t *= ds0
+        g0 -= t
+        g1 = mul(g01, d0)
+        mul(g11, d1, out=t)
+        g1 += t
+        mul(b4, r1, out=t)
+        t *= ds1
+        g1 -= t
+        gt = mul(g0, p00)
+        mul(g1, p10, out=t)
+        gt += t
+        np.abs(gt, out=gt)
+        u = mul(g0, p01)
+        mul(g1, p11, out=t)
+        u += t
+        np.abs(u, out=u)
+        np.maximum(gt, u, out=gt)
         act = np.flatnonzero(gt >= tol)
         if act.size == 0:
             en[idx, 0], en[idx, 1], vals[idx] = x0, x1, val
@@ -115,44 +163,86 @@ def _newton_block(en, vals, rows, e0n, yn, g, p, beta, tol, max_iter) -> np.ndar
             x0, x1, c0, c1, y0, y1, d0, d1, s0, s1, ds0, ds1, r0, r1, g0, g1, val = (
                 v.take(act) for v in (x0, x1, c0, c1, y0, y1, d0, d1, s0, s1, ds0, ds1, r0, r1, g0, g1, val)
             )
-        gn0, gn1 = bb4 * ds0 * ds0, bb4 * ds1 * ds1  # Gauss–Newton curvature of each row's term
-        a = g00 + gn0 - bb4 * r0 * ds0 * (1 - 2 * s0)  # exact second derivatives
-        c = g11 + gn1 - bb4 * r1 * ds1 * (1 - 2 * s1)
+        # exact second derivatives: g00 + bb4 ds0² − bb4 r0 ds0 (1 − 2 s0) (the first two the Gauss–Newton
+        # curvature of row 0's term), likewise c
+        gn0 = mul(bb4, ds0)
+        gn0 *= ds0
+        a = add(g00, gn0)
+        t = mul(bb4, r0)
+        t *= ds0
+        u = mul(2, s0)
+        sub(1, u, out=u)
+        t *= u
+        a -= t
+        gn1 = mul(bb4, ds1)
+        gn1 *= ds1
+        c = add(g11, gn1)
+        mul(bb4, r1, out=t)
+        t *= ds1
+        mul(2, s1, out=u)
+        sub(1, u, out=u)
+        t *= u
+        c -= t
         b = g01
-        bad = np.flatnonzero((a <= 0) | (a * c - b * b <= 0))
-        if bad.size:
+        det = mul(a, c)
+        det -= bsq
+        bad = np.flatnonzero((a <= 0) | (det <= 0))
+        if bad.size:  # Gauss–Newton there
             a[bad], c[bad] = g00 + gn0[bad], g11 + gn1[bad]
-        det = a * c - b * b
-        st0 = (b * g1 - c * g0) / det
-        st1 = (b * g0 - a * g1) / det
-        slope = g0 * st0 + g1 * st1  # predicted decrease (negative)
-        tiny = -slope < 1e-13 * (1 + np.abs(val))  # quadratic regime: the full step is taken
+            det[bad] = a[bad] * c[bad] - bsq
+        st0 = mul(b, g1)
+        mul(c, g0, out=t)
+        st0 -= t
+        st0 /= det
+        st1 = mul(b, g0)
+        mul(a, g1, out=t)
+        st1 -= t
+        st1 /= det
+        slope = mul(g0, st0)  # predicted decrease (negative)
+        mul(g1, st1, out=t)
+        slope += t
         # Armijo: the full step first at every node, then halving where it fails
-        n0, n1 = x0 + st0, x1 + st1
+        n0, n1 = add(x0, st0), add(x1, st1)
         ns0, ns1 = _sig(n0), _sig(n1)
-        cval = _value(n0 - c0, n1 - c1, ns0, ns1, y0, y1)
-        pend = np.flatnonzero(~((cval <= val + 1e-4 * slope) | tiny))
+        nd0, nd1 = sub(n0, c0), sub(n1, c1)
+        nr0, nr1 = sub(y0, ns0), sub(y1, ns1)
+        cval = _value(nd0, nd1, nr0, nr1)
+        mul(1e-4, slope, out=t)
+        t += val
+        pend = np.flatnonzero(~(cval <= t))  # a NaN trial value fails the test, as it should
         if pend.size:
-            t = np.ones_like(x0)
-            tp = t[pend] / 2
+            # the quadratic regime, where the full step is taken: -slope < 1e-13 (1 + |val|)
+            vp = val[pend]
+            tiny = -slope[pend] < 1e-13 * (1 + np.abs(vp))
+            pend = pend[~tiny]
+        if pend.size:
+            tt = np.ones_like(x0)
+            tp = tt[pend] / 2
             for _ in range(29):
-                t[pend] = tp
+                tt[pend] = tp
                 m0, m1 = x0[pend] + tp * st0[pend], x1[pend] + tp * st1[pend]
                 ms0, ms1 = _sig(m0), _sig(m1)
-                cv = _value(m0 - c0[pend], m1 - c1[pend], ms0, ms1, y0[pend], y1[pend])
+                md0, md1 = m0 - c0[pend], m1 - c1[pend]
+                mr0, mr1 = y0[pend] - ms0, y1[pend] - ms1
+                cv = _value(md0, md1, mr0, mr1)
                 ok = cv <= val[pend] + 1e-4 * tp * slope[pend]
                 acc = pend[ok]
                 ns0[acc], ns1[acc], cval[acc] = ms0[ok], ms1[ok], cv[ok]
+                nd0[acc], nd1[acc], nr0[acc], nr1[acc] = md0[ok], md1[ok], mr0[ok], mr1[ok]
                 if ok.all():
                     break
                 pend, tp = pend[~ok], tp[~ok] / 2
             else:  # no trial accepted: the step halved once more, its values computed afresh
-                t[pend] = tp
+                tt[pend] = tp
                 m0, m1 = x0[pend] + tp * st0[pend], x1[pend] + tp * st1[pend]
                 ns0[pend], ns1[pend] = _sig(m0), _sig(m1)
-                cval[pend] = _value(m0 - c0[pend], m1 - c1[pend], ns0[pend], ns1[pend], y0[pend], y1[pend])
-            n0, n1 = x0 + t * st0, x1 + t * st1
+                nd0[pend], nd1[pend] = m0 - c0[pend], m1 - c1[pend]
+                nr0[pend], nr1[pend] = y0[pend] - ns0[pend], y1[pend] - ns1[pend]
+                cval[pend] = _value(nd0[pend], nd1[pend], nr0[pend], nr1[pend])
+            n0, n1 = x0 + tt * st0, x1 + tt * st1
+            # the carried displacement is that of the accepted point (n − e0 at the halved step)
         x0, x1, s0, s1, val = n0, n1, ns0, ns1, cval
+        d0, d1, r0, r1 = nd0, nd1, nr0, nr1
     en[idx, 0], en[idx, 1], vals[idx] = x0, x1, val
     return idx
 
