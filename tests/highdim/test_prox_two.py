@@ -176,3 +176,18 @@ def test_newton_two_is_bitwise_the_plain_iteration(lam, q, m, sg, beta):
         got = start.copy()
         newton_two(got, e0, yl, g, p, beta, 1e-11, 100)
         assert np.array_equal(got, ref)
+
+
+@pytest.mark.parametrize("lam,q,m,sg,beta", POINTS[1:3])
+def test_certificate_in_blocks_is_the_whole_mask(lam, q, m, sg, beta, monkeypatch):
+    # one_minimum takes large node sets in blocks; each node's test is its own, so blocks of 256 (16 of
+    # them on these 4096 nodes, the last ones exercising the slicing of every argument) give the whole
+    # set's mask exactly; the mask is mixed here (about a third to two thirds certified), so a block
+    # evaluated on another block's nodes would show
+    import attnlab.highdim.prox_two as pt
+
+    _, _, (_, vA, _, _), sure, (e0, yl, g) = _solve(lam, q, m, sg, beta)
+    assert 0.1 < sure.mean() < 0.9
+    monkeypatch.setattr(pt, "_BLOCK", 256)
+    blocked = pt.one_minimum(e0, vA.numpy(), yl, g, beta)
+    assert np.array_equal(blocked, sure)
