@@ -35,9 +35,15 @@ def _row_products(X: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
 
 
 def _combine_tokens(C: torch.Tensor, X: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """``out[μ, b] = Σ_a C[μ, a, b] X[μ, a]``: ``C`` (n, T, T − 1), ``X`` (n, T, d), ``out`` (n, T − 1, d)."""
+    """``out[μ, b] = Σ_a C[μ, a, b] X[μ, a]``: ``C`` (n, T, T − 1), ``X`` (n, T, d), ``out`` (n, T − 1, d).
+
+    On the CPU by numpy's stacked ``matmul`` of ``C[μ]ᵀ`` (T − 1 × T) and ``X[μ]`` (T × d), into ``out``: one
+    pass over the tokens, at n = 20000, d = 200, T = 2 on one thread 4.5–5.0 ms against 6.0–6.4 ms for
+    ``einsum`` (``nab,naj->nbj``; the same two-term sums, which may round differently in the last bit where
+    the product is fused into the addition); elsewhere a loop of ``addcmul`` over the T tokens.
+    """
     if X.device.type == "cpu":
-        np.einsum("nab,naj->nbj", C.numpy(), X.numpy(), out=out.numpy())
+        np.matmul(C.numpy().transpose(0, 2, 1), X.numpy(), out=out.numpy())
         return out
     torch.mul(C[:, 0, :, None], X[:, 0, None, :], out=out)
     for a in range(1, X.shape[1]):
