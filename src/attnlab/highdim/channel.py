@@ -392,8 +392,7 @@ class OutputChannel:
         av, sw, bv, bw = self._coefficients(q, m)
         v, w = (self.v, self.w) if rows is None else (self.v[rows], self.w[rows])
         dz = h - z  # (n, K)
-        # row-wise dot products by einsum: (dz * v).sum(-1) over K = 3 columns costs 2.5 times as much
-        dd, dv, dw = (torch.einsum("nk,nk->n", dz, x) for x in (dz, v, w))
+        dd, dv, dw = (_rowdot(dz, x) for x in (dz, v, w))
         C = q0 * q - m * m
         cm = 2 * alpha / (sigma * C)
         return torch.stack(
@@ -421,6 +420,20 @@ class OutputChannel:
         zstar = self.zstar_mean(q, m) + math.sqrt(tau2) * self.u
         y0 = self._softmax(zstar, self.s.beta0)
         return float(self.average(((y0 - self._softmax(z, self.s.beta)) ** 2).sum(-1)))
+
+
+def _rowdot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Row-wise dot products of two (n, K) tensors, (n,). At K = 3 (T = 2) the sum ``a0 b0 + a1 b1 + a2 b2``
+    over numpy's column views, left to right: the same sum in the same order as torch's einsum
+    ``nk,nk->n`` (so the same bits) at about half its cost (einsum, in turn, costs 0.4 of
+    ``(a * b).sum(-1)``); other K by einsum."""
+    if a.shape[-1] != 3:
+        return torch.einsum("nk,nk->n", a, b)
+    an, bn = a.numpy(), b.numpy()
+    out = an[:, 0] * bn[:, 0]
+    out += an[:, 1] * bn[:, 1]
+    out += an[:, 2] * bn[:, 2]
+    return torch.from_numpy(out)
 
 
 def two_token_test_error(setting: Setting, q: float, m: float, n: int = 256) -> float:
