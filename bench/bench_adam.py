@@ -1,6 +1,6 @@
 """The project's Adam against a plain torch Adam loop of the published protocol, as an outsider measures it.
 
-Run: ``python bench/bench_adam.py [--d 100 200] [--runs 3] [--config published|published-f64]``
+Run: ``python bench/bench_adam.py [--d 100 200] [--runs 3] [--config published|published-f64] [--orders K]``
 
 Protocol (docs/highdim.md C2): full-batch Adam, learning rate 0.1, ``W`` drawn ``N(0, 1)``, the penalty
 ``λ‖W‖²`` inside the loss, at ``α = 0.5``, ``λ̃ = 0.01``, ``κ = 1``, ``κ0 = 0.5``, ``Δ = 0.5``, ``T = 2``,
@@ -23,6 +23,11 @@ medians (with the stages), training losses with ``train_loss_equal`` (within ``L
 the ratio reference / ours, and ``ratio_cpu_bound_free_training``: the ratio ours would reach if its training
 cost nothing (the bound that its start-up and data reading set). The reference loop is :func:`plain_adam`,
 whose source the reference process runs (bench/bench_highdim.py imports the same function).
+
+``--orders K`` (K ≥ 1) adds, per ``d``, where each side stops when only the order of the training samples
+changes (the same loss, other float32 roundings of its sums): both sides on the first K orders (the
+file's own, then random permutations), in this process on one thread, each order's step count and float64
+training loss (``orders``). No timing.
 """
 
 from __future__ import annotations
@@ -138,10 +143,11 @@ def write_data(d: int, path: str) -> None:
     torch.save({"train": dataclasses.asdict(tr), "test": dataclasses.asdict(te), "W0": W0}, path)
 
 
-CONFIGS = {  # keyword arguments of TrainConfig.published
-    "published": "",  # float32 products, float64 sums and parameters
-    "published-f64": 'dtype="float64"',
+CONFIG_KW = {  # keyword arguments of TrainConfig.published
+    "published": {},  # float32 products, float64 sums and parameters
+    "published-f64": {"dtype": "float64"},
 }
+CONFIGS = {k: ", ".join(f"{a}={v!r}" for a, v in kw.items()) for k, kw in CONFIG_KW.items()}
 
 
 #: the training losses of the two sides must agree to this (relative): the published rule stops where the loss
@@ -173,14 +179,62 @@ def main(argv: list[str]) -> dict:
     ap.add_argument("--d", type=int, nargs="+", default=[100, 200])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--config", default="published", choices=sorted(CONFIGS))
+    ap.add_argument("--orders", type=int, default=0)
     a = ap.parse_args(argv)
+    if a.runs < 1 or a.orders < 0:
+        ap.error(f"--runs must be at least 1 and --orders at least 0, got {a.runs} and {a.orders}")
     res: dict = {"config": a.config, "load_before": os.getloadavg(), "by_d": {}}
     # the data files (12 MB at d = 100, 74 MB at d = 200) are removed at the end
     with tempfile.TemporaryDirectory(prefix="bench_adam_") as tmp:
         for d in a.d:
             res["by_d"][d] = _bench_d(d, a.runs, a.config, tmp)
+            if a.orders:
+                res["by_d"][d]["orders"] = _orders(d, a.orders, a.config, tmp)
     res["load_after"] = os.getloadavg()
     return res
+
+
+def _orders(d: int, k: int, config: str, tmp: str) -> dict:
+    """Both sides on the data of ``d`` in ``k`` sample orders (see the module docstring): steps and float64
+    training losses per order."""
+    import dataclasses
+    import math
+
+    import torch
+
+    from attnlab.core.seeding import derive_seed, generator
+    from attnlab.highdim.data import Dataset
+    from attnlab.highdim.train import TrainConfig, train_erm
+
+    torch.set_num_threads(1)
+    data = torch.load(os.path.join(tmp, f"data_d{d}.pt"))
+    tr, W0 = Dataset(**data["train"]), data["W0"]
+    cfg = TrainConfig.published(**CONFIG_KW[config])
+    out: dict[str, list] = {"reference_steps": [], "reference_loss": [], "ours_steps": [], "ours_loss": []}
+    for i in range(k):
+        idx = torch.arange(tr.X.shape[0])
+        if i:
+            idx = torch.randperm(tr.X.shape[0], generator=torch.Generator().manual_seed(i))
+        sub = dataclasses.replace(
+            tr, **{f: getattr(tr, f)[idx] for f in ("X", "y", "y_clean", "A", "A_clean")}
+        )
+        W, steps = plain_adam(sub.X, sub.y, W0, 0.01)
+        Wd = W.double()  # the reference's training loss in float64, as its process reports it
+        S = Wd.T @ Wd / math.sqrt(Wd.shape[0] * d)
+        I2 = torch.eye(2, dtype=torch.float64)
+        Z = (sub.X @ S @ sub.X.transpose(-1, -2) - torch.trace(S) * I2) / math.sqrt(d)
+        loss = float(((torch.softmax(Z, -1) - sub.y) ** 2).sum() + 0.01 * (Wd**2).sum()) / d**2
+        r = train_erm(sub, None, lam=0.01, config=cfg, generator=generator(derive_seed(0, "init")))
+        out["reference_steps"].append(steps)
+        out["reference_loss"].append(loss)
+        out["ours_steps"].append(r.steps)
+        out["ours_loss"].append(r.train_loss)
+        print(
+            f"d={d} order {i}: reference {steps} steps {loss:.10f}, ours {r.steps} steps {r.train_loss:.10f}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return out
 
 
 def _bench_d(d: int, n_runs: int, config: str, tmp: str) -> dict:
