@@ -8,9 +8,9 @@ unknown). A claim with a size model (``engine.costs.SIZE_MODELS``) has ``PER_SIZ
 size, its draws' CPU s over their summed size), and its ``full`` constant is that times the mean size
 over its whole full grid; the others, the mean of their draws. Written by ``bench_profile_costs.py
 --fit ... --write-table``. Three paper-C claims are priced from their own full grids instead
-(docs/highdim.md): scaling-law from a measured sample (its ERM at d = 400, three seeds at each γ, about
-5,300 CPU-s over its 348 points); training-loss and temperature from whole runs of their full profiles
-(2,042 CPU-s over 428 points and 1,994 over 234; root seed 0, one worker, load 2-3). Measured 2026-12-02 on a
+(docs/highdim.md), all three from whole runs of their full profiles at root seed 0: scaling-law 4,504 CPU-s
+over its 348 points (two workers, load 3-4), training-loss 2,042 over 428 and temperature 1,994 over 234 (one
+worker, load 2-3). Measured 2026-12-02 on a
 shared 2-core machine (load average 4-6 from other work during the two-draw full sample, 1-4 during paper
 A's three-draw one).
 
@@ -105,7 +105,7 @@ REFERENCE: dict[str, dict[str, float]] = {
         "highdim.nuclear-norm": 3.37,
         "highdim.outliers-generalisation": 1.58,
         "highdim.perfect-recovery": 0.65,
-        "highdim.scaling-law": 15.2,
+        "highdim.scaling-law": 12.94,
         "highdim.seq2seq": 0.565,
         "highdim.spectrum": 12.93,
         "highdim.temperature": 8.52,
