@@ -76,6 +76,10 @@ class FixedPoint:
     #: independent scrambles over √scrambles) of ``q``, ``m``, ``sigma``, ``test_error``, ``train_loss`` and
     #: ``s_error``; None for a solve on one set of nodes
     stderr: dict[str, float] | None = None
+    #: ``"default"`` when a warm start (``init``) ended unconverged and the point was solved again from the
+    #: default start (:func:`~attnlab.highdim.state_evolution.state_evolution`); None when the point comes
+    #: from the start asked for
+    start: str | None = None
 
     def to_dict(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k != "candidates"}
@@ -144,20 +148,25 @@ def solve_damped(
     setting: Setting, alpha: float, init, damping: float, tol: float, max_iter: int, ch: OutputChannel
 ) -> FixedPoint:
     """The damped iteration: stop when the largest relative change of the six order parameters in one
-    iteration is below ``tol``."""
+    iteration is below ``tol``. A step to a value that is not finite (or to ``Σ`` or ``Σ̂`` ≤ 0) is
+    rejected: the iteration stops unconverged at its last iterate."""
     q0 = setting.q0
     q, m, sigma = start_point(setting, init)
     qh = mh = sh = None
     converged, change, it = False, math.inf, 0
     for it in range(1, max_iter + 1):  # noqa: B007 (it is reported after the loop)
         nqh, nmh, nsh, EM = ch.hats(q, m, sigma, alpha)
+        last = (q, m, sigma, qh, mh, sh)
         if qh is None:
             qh, mh, sh = nqh, nmh, nsh
         else:
             qh = damping * qh + (1 - damping) * nqh
             mh = damping * mh + (1 - damping) * nmh
             sh = damping * sh + (1 - damping) * nsh
-        nq, nm, ns, jv, eta = prior_equations(setting, qh, mh, sh)
+        try:
+            nq, nm, ns, jv, eta = prior_equations(setting, qh, mh, sh)
+        except ValueError:  # hats outside the prior equations' domain (δ not finite): a failed step
+            nq = nm = ns = math.nan
         old = np.array([q, m, sigma])
         q = damping * q + (1 - damping) * nq
         m = damping * m + (1 - damping) * nm
@@ -173,6 +182,11 @@ def solve_damped(
             )
         )
         if not all(math.isfinite(v) for v in (q, m, sigma, qh, mh, sh)) or sigma <= 0 or sh <= 0:
+            # a failed step (the map not finite, or out of its domain): rejected, the last iterate reported
+            # unconverged (the caller retries with stronger damping); none before the first step
+            if last[3] is not None:
+                q, m, sigma, qh, mh, sh = last
+                change = math.inf
             break
         if change < tol:
             converged = True
@@ -191,6 +205,10 @@ def finish(
     eps = 2 * setting.lam / mh
     if jv is None:
         jv = J_and_derivatives(setting.spectrum, delta, eps)
+    train = _train_loss(alpha, q, m, sigma, qh, mh, sh, EM, jv)
+    test = ch.test_error(q, m)
+    # a point with a field that is not finite is never reported converged (the map failed there)
+    finite = all(math.isfinite(v) for v in (q, m, sigma, qh, mh, sh, train, test, jv.mass))
     return FixedPoint(
         alpha=alpha,
         q=q,
@@ -199,15 +217,15 @@ def finish(
         q_hat=qh,
         m_hat=mh,
         sigma_hat=sh,
-        test_error=ch.test_error(q, m),
-        train_loss=_train_loss(alpha, q, m, sigma, qh, mh, sh, EM, jv),
+        test_error=test,
+        train_loss=train,
         s_error=setting.q0 + q - 2 * m,
         rank_fraction=jv.mass,
         delta=delta,
         eps=eps,
         eta=mh / sh,
         iterations=it,
-        converged=converged,
+        converged=converged and finite,
         max_rel_change=change,
     )
 

@@ -176,7 +176,9 @@ def refine(
     """The fixed points of the scrambles ``chans`` reached from ``pilot_fp`` (module docstring), one per
     scramble, each with its own hats, training loss and test error, and whether the rounds settled (within
     ``_MAX_ROUNDS``; else the last round's points); None when the steps fail (the map undefined on the way,
-    a singular Jacobian), for the caller to fall back on whole solves."""
+    a singular Jacobian) or a scramble's linearised point cannot be reported (its hats outside the prior
+    equations' domain ``q̂, m̂, Σ̂ > 0`` or a field not finite: the linearisation about ``ȳ`` does not reach
+    it), for the caller to fall back on whole solves."""
     q0 = setting.q0
     ybar = to_y(q0, np.array([pilot_fp.q, pilot_fp.m, pilot_fp.sigma]))
     big, sizes = stack_channels(chans)
@@ -222,8 +224,14 @@ def refine(
     for k in range(r):
         dy = ys[k] - ybar
         hats = H[k] + JH @ dy  # the scramble's hats and E[M] at its own fixed point, linearised
+        if not (np.all(np.isfinite(hats)) and np.all(hats[:3] > 0)):
+            # the linearisation left the prior equations' domain (q̂, m̂, Σ̂ > 0): far from ȳ, no point to report
+            return None
         x = to_x(q0, ys[k])
-        out.append(_point(setting, alpha, chans[k], x, hats, pilot_fp, rounds))
+        fp = _point(setting, alpha, chans[k], x, hats, pilot_fp, rounds)
+        if not all(math.isfinite(v) for v in (*fp.params, fp.test_error, fp.train_loss, fp.rank_fraction)):
+            return None
+        out.append(fp)
     return out, settled
 
 

@@ -138,7 +138,46 @@ def state_evolution(
     Returns
     -------
     FixedPoint
+
+    Notes
+    -----
+    Failed steps and failed warm starts. Every iteration treats a map value that is not finite, or hats
+    outside the prior equations' domain (``q̂, m̂, Σ̂ > 0``), as a failed step: Newton's method shortens the
+    step or takes the damped one, the Anderson iteration halves it from the last good point, the damped
+    iteration stops at its last finite iterate (unconverged, and is retried with stronger damping), and a
+    refinement whose scramble points leave the domain falls back on whole solves. A single solve (``starts``
+    None) warm-started from ``init`` that ends unconverged is solved again from the default start; the
+    default start's point is reported when it converges (``FixedPoint.start`` ``"default"``), else the warm
+    start's attempt. A warm start that converges is kept as it is (a sweep follows its branch). Near a fold
+    of a branch the warm start can sit on a branch that the quadrature does not resolve (a fixed point on
+    some scrambles and none near it on others); the default start then finds the point the solve reports
+    without a warm start.
     """
+    rest = (damping, tol, max_iter, nodes, seed, channel, method, scrambles, pilot, refine)
+    first = _state_evolution_from(setting, alpha, init, starts, *rest)
+    if init is None or starts is not None or first.converged:
+        return first
+    again = _state_evolution_from(setting, alpha, None, None, *rest)
+    return replace(again, start="default") if again.converged else first
+
+
+def _state_evolution_from(
+    setting,
+    alpha,
+    init,
+    starts,
+    damping,
+    tol,
+    max_iter,
+    nodes,
+    seed,
+    channel,
+    method,
+    scrambles,
+    pilot,
+    refine,
+) -> FixedPoint:
+    """:func:`state_evolution` from the one start ``init`` (or the starts ``starts``), without the retry."""
     scrambles = check_int("scrambles", scrambles, min=1)
     if nodes is None:
         nodes = default_nodes(setting)
