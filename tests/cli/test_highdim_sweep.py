@@ -55,3 +55,28 @@ def test_cold_sweep_same_points_more_evaluations(capsys):
     assert cold["map_evaluations"] == sum(p["iterations"] for p in cold["points"])
     for a, b in zip(warm["points"], cold["points"]):
         assert a["q"] == pytest.approx(b["q"], rel=1e-5) and a["sigma"] == pytest.approx(b["sigma"], rel=1e-5)
+
+
+def test_sweep_reports_where_each_solve_started(capsys, monkeypatch):
+    # continuation: the first point from the default start, the others from their neighbour; --cold: all
+    # from the default start
+    for flag, want in (([], ["default", "neighbour"]), (["--cold"], ["default", "default"])):
+        rc = main(["highdim", "sweep", "--alphas", "0.5,0.6", "--nodes", "256", "--json", *flag])
+        assert rc == 0
+        assert [p["start"] for p in json.loads(capsys.readouterr().out)["points"]] == want
+    # a warm start solved again from the default start (FixedPoint.start) is reported as such; the solver's
+    # retry itself is tested in tests/highdim/test_se_failures.py
+    import dataclasses
+
+    import attnlab.highdim as hd
+
+    real = hd.sweep
+
+    def retried(s, grid, **kw):
+        fps = real(s, grid, **kw)
+        return [fps[0], dataclasses.replace(fps[1], start="default")]
+
+    monkeypatch.setattr(hd, "sweep", retried)
+    rc = main(["highdim", "sweep", "--alphas", "0.5,0.6", "--nodes", "256", "--json"])
+    assert rc == 0
+    assert [p["start"] for p in json.loads(capsys.readouterr().out)["points"]] == ["default", "default"]

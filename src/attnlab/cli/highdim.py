@@ -180,6 +180,13 @@ def se(
         _show("state evolution", {k: v for k, v in out.items() if k != "stderr"}, fp.stderr)
 
 
+def _sweep_start(i: int, fp, cold: bool) -> str:
+    """Where a sweep's solve began: ``"neighbour"`` (warm from the previous point's fixed point) or
+    ``"default"`` (the default start: the first point, ``--cold``, or a warm start that ended unconverged
+    and was solved again from the default start, ``FixedPoint.start``)."""
+    return "default" if cold or i == 0 or fp.start == "default" else "neighbour"
+
+
 @app.command()
 def sweep(
     alphas: str = typer.Option(..., "--alphas", help="Comma-separated α = n/d², solved in this order."),
@@ -217,7 +224,10 @@ def sweep(
         fps = se_sweep(s, grid, nodes=nodes, tol=tol, warm=not cold)
     keys = ("alpha", "test_error", "train_loss", "q", "m", "sigma", "rank_fraction")
     keys += ("iterations", "converged")
-    rows = [{k: getattr(fp, k) for k in keys} for fp in fps]
+    rows = [
+        {k: getattr(fp, k) for k in keys} | {"start": _sweep_start(i, fp, cold)} for i, fp in enumerate(fps)
+    ]
+    keys += ("start",)
     total = sum(fp.iterations for fp in fps)
     if json_out:
         emit_json({"lam_tilde": lam, "continuation": not cold, "map_evaluations": total, "points": rows})
