@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from attnlab.highdim import OutputChannel, Setting
-from attnlab.highdim.channel import _rowdot
+from attnlab.highdim.channel_rows import rowdot as _rowdot
 
 
 def test_rowdot_is_einsum_to_the_bit():
@@ -38,9 +38,9 @@ def test_two_token_terms_and_logits_are_the_general_path_to_the_bit(monkeypatch)
     # expressions (written out here as the former code had them), so the terms and logits are equal to the
     # bit: on all nodes and on a subset of rows, with blocks of 256 rows (16 of them on these 4096 nodes, so
     # a block that read another block's rows or a coefficient applied to the wrong product would show)
-    import attnlab.highdim.channel as chm
+    import attnlab.highdim.channel_rows as chr_
 
-    monkeypatch.setattr(chm, "_ROWS", 256)
+    monkeypatch.setattr(chr_, "ROWS", 256)
     s = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=1e-3)
     ch = OutputChannel(s, 4096, seed=2, rule="sobol")
     q, m, sg, a = 2.859, 1.748, 14.86, 0.3

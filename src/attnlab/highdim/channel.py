@@ -17,6 +17,7 @@ import torch
 
 from attnlab.core.validation import check_int
 from attnlab.highdim.channel_nodes import hermite, label_nodes, layout, w_nodes
+from attnlab.highdim.channel_rows import combine_two, rowdot, terms_two
 from attnlab.highdim.prox_two import newton_two, one_minimum
 from attnlab.highdim.setting import Setting
 
@@ -177,14 +178,7 @@ class OutputChannel:
         av, s, _, _ = self._coefficients(q, m)
         if self.T != 2:
             return av * self.v + s * self.w  # (N, K)
-        # the same sum av·v + s·w elementwise, on cache-sized row blocks (the same bits)
-        v, w = self.v.numpy(), self.w.numpy()
-        out = np.empty_like(v)
-        for i in range(0, v.shape[0], _ROWS):
-            o = out[i : i + _ROWS]
-            np.multiply(av, v[i : i + _ROWS], out=o)
-            o += s * w[i : i + _ROWS]
-        return torch.from_numpy(out)
+        return combine_two(av, self.v, s, self.w)  # the same sum, on cache-sized row blocks
 
     def zstar_mean(self, q: float, m: float, rows: torch.Tensor | None = None) -> torch.Tensor:
         """``E[z* | ζ, z]`` at every node (or ``rows``) for the overlaps ``(q, m)``, (n, K)."""
@@ -403,12 +397,12 @@ class OutputChannel:
         C = q0 * q - m * m
         cm = 2 * alpha / (sigma * C)
         if self.T == 2:
-            return _terms_two(
+            return terms_two(
                 h, z, v, w, M, 2 * alpha / sigma**2, cm, (q * bv - m * av, q * bw - m * sw),
                 -cm, (q0 * av - m * bv, q0 * sw - m * bw),
             )  # fmt: skip
         dz = h - z  # (n, K)
-        dd, dv, dw = (_rowdot(dz, x) for x in (dz, v, w))
+        dd, dv, dw = (rowdot(dz, x) for x in (dz, v, w))
         return torch.stack(
             [
                 (2 * alpha / sigma**2) * dd,
@@ -434,54 +428,6 @@ class OutputChannel:
         zstar = self.zstar_mean(q, m) + math.sqrt(tau2) * self.u
         y0 = self._softmax(zstar, self.s.beta0)
         return float(self.average(((y0 - self._softmax(z, self.s.beta)) ** 2).sum(-1)))
-
-
-#: rows per block of the elementwise work at T = 2 (:func:`_terms_two`, ``z_of``): vectors that stay in the
-#: core's cache, as in :mod:`attnlab.highdim.prox_two`
-_ROWS = 16384
-
-
-def _terms_two(h, z, v, w, M, c0, c1, k1, c2, k2) -> torch.Tensor:
-    """:meth:`OutputChannel.node_terms` at T = 2 (K = 3), (n, 4): with ``dz = h − z``,
-    ``(c0·dz·dz, c1·(k1[0]·dz·v + k1[1]·dz·w), c2·(k2[0]·dz·v + k2[1]·dz·w), M)``, every row product
-    summed left to right as :func:`_rowdot` (torch's einsum order) and every operation the one of the general
-    path, on cache-sized row blocks: the same bits."""
-    hn, zn, vn, wn, Mn = h.numpy(), z.numpy(), v.numpy(), w.numpy(), M.numpy()
-    n = hn.shape[0]
-    out = np.empty((n, 4))
-    for i in range(0, n, _ROWS):
-        sl = slice(i, i + _ROWS)
-        hb, zb, vb, wb = hn[sl], zn[sl], vn[sl], wn[sl]
-        d0, d1, d2 = hb[:, 0] - zb[:, 0], hb[:, 1] - zb[:, 1], hb[:, 2] - zb[:, 2]
-        dd = d0 * d0
-        dd += d1 * d1
-        dd += d2 * d2
-        dv = d0 * vb[:, 0]
-        dv += d1 * vb[:, 1]
-        dv += d2 * vb[:, 2]
-        dw = d0 * wb[:, 0]
-        dw += d1 * wb[:, 1]
-        dw += d2 * wb[:, 2]
-        o = out[sl]
-        o[:, 0] = c0 * dd
-        o[:, 1] = c1 * (k1[0] * dv + k1[1] * dw)
-        o[:, 2] = c2 * (k2[0] * dv + k2[1] * dw)
-        o[:, 3] = Mn[sl]
-    return torch.from_numpy(out)
-
-
-def _rowdot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Row-wise dot products of two (n, K) tensors, (n,). At K = 3 (T = 2) the sum ``a0 b0 + a1 b1 + a2 b2``
-    over numpy's column views, left to right: the same sum in the same order as torch's einsum
-    ``nk,nk->n`` (so the same bits) at about half its cost (einsum, in turn, costs 0.4 of
-    ``(a * b).sum(-1)``); other K by einsum."""
-    if a.shape[-1] != 3:
-        return torch.einsum("nk,nk->n", a, b)
-    an, bn = a.numpy(), b.numpy()
-    out = an[:, 0] * bn[:, 0]
-    out += an[:, 1] * bn[:, 1]
-    out += an[:, 2] * bn[:, 2]
-    return torch.from_numpy(out)
 
 
 def two_token_test_error(setting: Setting, q: float, m: float, n: int = 256) -> float:
