@@ -91,15 +91,30 @@ def plain_adam(X, y, W0, lam):
     return W.detach(), steps
 
 
+def plain_train_loss(W, X, y, lam):
+    """The reference's training loss in float64, as its process reports it: ``(Σ (rowsoftmax(Z(S)) − y)² +
+    λ‖W‖²)/d²`` with ``W`` cast to float64. Its source runs in the reference process beside
+    :func:`plain_adam`; ``--orders`` calls it in this one."""
+    import math
+
+    import torch
+
+    d = W.shape[1]
+    Wd = W.double()
+    S = Wd.T @ Wd / math.sqrt(Wd.shape[0] * d)
+    I2 = torch.eye(2, dtype=torch.float64)
+    Z = (X @ S @ X.transpose(-1, -2) - torch.trace(S) * I2) / math.sqrt(d)
+    return float(((torch.softmax(Z, -1) - y) ** 2).sum() + lam * (Wd**2).sum()) / d**2
+
+
 _REFERENCE = r"""
 W, steps = plain_adam(tr["X"], tr["y"], W0, lam_tilde)
 t_train = time.process_time()
 with torch.no_grad():
+    train_loss = plain_train_loss(W, tr["X"], tr["y"], lam_tilde)
     Wd = W.double()
     S = Wd.T @ Wd / math.sqrt(Wd.shape[0] * d)
     I2 = torch.eye(2, dtype=torch.float64)
-    Z = (tr["X"] @ S @ tr["X"].transpose(-1, -2) - torch.trace(S) * I2) / math.sqrt(d)
-    train_loss = float(((torch.softmax(Z, -1) - tr["y"]) ** 2).sum() + lam_tilde * (Wd ** 2).sum()) / d**2
     Zt = (te["X"] @ S @ te["X"].transpose(-1, -2) - torch.trace(S) * I2) / math.sqrt(d)
     test_error = float(((torch.softmax(Zt, -1) - te["y"]) ** 2).sum((-1, -2)).mean())
 t_end = time.process_time()
@@ -198,7 +213,6 @@ def _orders(d: int, k: int, config: str, tmp: str) -> dict:
     """Both sides on the data of ``d`` in ``k`` sample orders (see the module docstring): steps and float64
     training losses per order."""
     import dataclasses
-    import math
 
     import torch
 
@@ -219,11 +233,7 @@ def _orders(d: int, k: int, config: str, tmp: str) -> dict:
             tr, **{f: getattr(tr, f)[idx] for f in ("X", "y", "y_clean", "A", "A_clean")}
         )
         W, steps = plain_adam(sub.X, sub.y, W0, 0.01)
-        Wd = W.double()  # the reference's training loss in float64, as its process reports it
-        S = Wd.T @ Wd / math.sqrt(Wd.shape[0] * d)
-        I2 = torch.eye(2, dtype=torch.float64)
-        Z = (sub.X @ S @ sub.X.transpose(-1, -2) - torch.trace(S) * I2) / math.sqrt(d)
-        loss = float(((torch.softmax(Z, -1) - sub.y) ** 2).sum() + 0.01 * (Wd**2).sum()) / d**2
+        loss = plain_train_loss(W, sub.X, sub.y, 0.01)
         r = train_erm(sub, None, lam=0.01, config=cfg, generator=generator(derive_seed(0, "init")))
         out["reference_steps"].append(steps)
         out["reference_loss"].append(loss)
@@ -241,7 +251,8 @@ def _bench_d(d: int, n_runs: int, config: str, tmp: str) -> dict:
     """Both sides at ``d``, interleaved ``n_runs`` times, summarised (see the module docstring)."""
     path = os.path.join(tmp, f"data_d{d}.pt")
     write_data(d, path)
-    ref_code = _COMMON + inspect.getsource(plain_adam) + _LOAD.format(path=path) + _REFERENCE
+    ref_code = _COMMON + inspect.getsource(plain_adam) + inspect.getsource(plain_train_loss)
+    ref_code += _LOAD.format(path=path) + _REFERENCE
     our_code = _COMMON + _OURS_IMPORT + _LOAD.format(path=path) + _OURS.format(config=CONFIGS[config])
     runs: dict[str, list[dict]] = {"reference": [], "ours": []}
     for _ in range(n_runs):  # interleaved
