@@ -20,7 +20,7 @@ from attnlab.core.validation import check_real
 from attnlab.highdim.quadrature import NODES, composite_nodes, graded_nodes
 from attnlab.highdim.targets import DiscreteSpectrum, MarchenkoPastur
 
-__all__ = ["ConvolvedLaw", "semicircle_convolution"]
+__all__ = ["ConvolvedLaw", "resolution_floor", "semicircle_convolution"]
 
 
 @dataclass(frozen=True)
@@ -311,6 +311,32 @@ def _cubic_roots(B: np.ndarray, C: np.ndarray, D: np.ndarray) -> np.ndarray:
     return np.stack([g1, g2, g3], axis=-1)
 
 
+# The smallest width resolved, relative to the target's scale (module docstring of resolution_floor).
+_FLOOR_MP = 1e-24
+_FLOOR_DISCRETE = 1e-10
+
+
+def resolution_floor(target: MarchenkoPastur | DiscreteSpectrum) -> float:
+    """The smallest ``δ`` at which :func:`semicircle_convolution` resolves ``target ⊞ semicircle(δ²)``.
+
+    For a discrete target the support in Biane's ``u`` is found where ``Σ_i w_i/((u − s_i)² + v²)`` reaches
+    ``1/t``, ``t = δ²``: the components are ``O(δ)`` wide around eigenvalues of size ``s = max |s_i|``, so
+    they are resolved only while ``δ/s`` stays well above the double-precision unit of ``u``. Measured
+    (``J(δ, 0.3)`` against its limit ``Σ_i w_i (s_i − 0.3)₊²`` on five spectra of 1–40 eigenvalues): relative
+    errors up to 1e-7 at ``δ = 1e-9 s``, 3e-6 at ``1e-10 s``, 8e-5 at ``1e-12 s``, and a NaN or no support at
+    all from ``δ ≈ 3e-13 s`` on; the floor is ``1e-10 s``. For Marchenko–Pastur the closed-form cubic keeps
+    ``J`` within 5e-16 of its value at ``δ = 1e-12`` down to ``δ = 1e-25`` (κ0 = 0.05, 0.5, 4) and returns
+    NaN from ``1e-26``; the floor is ``1e-24 √(1 + κ0)``. The convolution is covariant under a common
+    scale (``cμ0 ⊞ semicircle(c²δ²)`` is ``μ_δ`` scaled by ``c``), hence floors proportional to the scale.
+    """
+    if isinstance(target, MarchenkoPastur):
+        return _FLOOR_MP * math.sqrt(target.q0)
+    if isinstance(target, DiscreteSpectrum):
+        s = float(np.max(np.abs(target.eigenvalues)))
+        return _FLOOR_DISCRETE * (s if s > 0 else 1.0)
+    raise ValueError(f"target: expected MarchenkoPastur or DiscreteSpectrum, got {type(target).__name__}")
+
+
 def semicircle_convolution(target: MarchenkoPastur | DiscreteSpectrum, delta: float) -> ConvolvedLaw:
     """The free convolution ``target ⊞ semicircle(variance δ²)`` (``δ > 0``).
 
@@ -319,9 +345,16 @@ def semicircle_convolution(target: MarchenkoPastur | DiscreteSpectrum, delta: fl
     target : MarchenkoPastur or DiscreteSpectrum
         The law ``μ0``.
     delta : float
-        Width of the semicircle (its variance is ``δ²``), ``> 0``.
+        Width of the semicircle (its variance is ``δ²``), at least :func:`resolution_floor` of the target
+        (a ValueError names the floor below it).
     """
     delta = check_real("delta", delta, min=0.0, min_open=True)
+    floor = resolution_floor(target)
+    if delta < floor:
+        raise ValueError(
+            f"delta: expected >= {floor:.3g} (below it the convolution with this target is not resolved in "
+            f"double precision), got {delta:.3g}"
+        )
     if isinstance(target, MarchenkoPastur):
         return ConvolvedLaw(target, delta, _mp_support(target.kappa0, delta))
     if isinstance(target, DiscreteSpectrum):
