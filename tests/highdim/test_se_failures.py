@@ -97,10 +97,32 @@ def test_refinement_with_a_point_that_is_not_finite_falls_back_on_whole_solves(m
         assert getattr(fp, k) == getattr(whole, k), k
 
 
+def test_refinement_whose_point_is_refused_by_the_convolution_falls_back_on_whole_solves(monkeypatch):
+    # A planted fault: the second scramble's point raises the convolution's ValueError (its hats put δ
+    # below the resolution floor). A failed refinement like a non-finite point: whole solves, equal bits.
+    s = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=0.01)
+    good = refine_mod._point
+    calls = {"n": 0}
+
+    def refused(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise ValueError("delta: expected >= 1.22e-24 (...), got 1.6e-149")
+        return good(*a, **k)
+
+    whole = state_evolution(s, 0.3016, nodes=1024, pilot=1024, scrambles=2, refine=False)
+    monkeypatch.setattr(refine_mod, "_point", refused)
+    fp = state_evolution(s, 0.3016, nodes=1024, pilot=1024, scrambles=2)
+    assert calls["n"] == 2
+    assert fp.converged and _finite(fp)
+    for k in _FIELDS:
+        assert getattr(fp, k) == getattr(whole, k), k
+
+
 def test_a_point_that_is_not_finite_is_never_converged():
     # finish() reports converged only with every field finite. A planted hat outside the domain (q̂ < 0, as
-    # the refinement's linearised point had) gives δ ~ 1e-150 and a free convolution that is not finite
-    # there, so a training loss that is not finite: the point comes back unconverged though the caller
+    # the refinement's linearised point had) gives δ ~ 1e-150, below the free convolution's resolution
+    # floor, so a training loss that is not finite: the point comes back unconverged though the caller
     # called it converged; the same call with the true hats stays converged.
     s = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=0.01)
     ch = OutputChannel(s, 256)

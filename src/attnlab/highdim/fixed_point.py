@@ -204,7 +204,10 @@ def finish(
     delta = math.sqrt(max(qh, 1e-300)) / mh
     eps = 2 * setting.lam / mh
     if jv is None:
-        jv = J_and_derivatives(setting.spectrum, delta, eps)
+        try:
+            jv = J_and_derivatives(setting.spectrum, delta, eps)
+        except ValueError:  # δ below the convolution's resolution floor: the map failed there
+            jv = JValue(math.nan, math.nan, math.nan, math.nan)
     train = _train_loss(alpha, q, m, sigma, qh, mh, sh, EM, jv)
     test = ch.test_error(q, m)
     # a point with a field that is not finite is never reported converged (the map failed there)

@@ -228,7 +228,10 @@ def refine(
             # the linearisation left the prior equations' domain (q̂, m̂, Σ̂ > 0): far from ȳ, no point to report
             return None
         x = to_x(q0, ys[k])
-        fp = _point(setting, alpha, chans[k], x, hats, pilot_fp, rounds)
+        try:
+            fp = _point(setting, alpha, chans[k], x, hats, pilot_fp, rounds)
+        except ValueError:  # hats that put δ below the convolution's resolution floor: no point to report
+            return None
         if not all(math.isfinite(v) for v in (*fp.params, fp.test_error, fp.train_loss, fp.rank_fraction)):
             return None
         out.append(fp)
