@@ -122,3 +122,48 @@ def test_train_device_option():
         r = runner.invoke(app, [*args, "--device", "cuda"])
         assert isinstance(r.exception, UsageError)
         assert str(r.exception) == "--device: expected cpu or an available cuda device, got 'cuda'"
+
+
+def test_se_accuracy_target_json_and_flag(cli):
+    # --rtol adds batches of scrambles until the rule of attnlab.highdim.se_target holds: at λ̃ = 1e-2 on 2048
+    # Sobol nodes a scramble's relative spread is at most ~1.2% (Σ), so 1e-2 is met on the minimum of eight
+    r = cli("highdim", "se", "--alpha", "0.5", "--nodes", "2048", "--rtol", "1e-2", "--json")
+    assert r.code == 0, r.stderr
+    out = r.json()
+    assert out["accuracy_met"] is True and out["rtol"] == 1e-2 and out["max_scrambles"] == 64
+    assert out["scrambles"] >= 8 and out["scrambles"] % 4 == 0
+    for k in ("q", "m", "sigma", "test_error", "train_loss"):
+        assert out["stderr"][k] <= 1e-2 / 2.36 * abs(out[k])  # t(7) = 2.3646 is the loosest bound from 8 on
+    assert "not met" not in r.stderr
+    # a target that eight scrambles cannot reach: the point is still reported (exit 0, strict JSON), flagged,
+    # with one line on stderr naming what was reached
+    args = ["--alpha", "0.5", "--nodes", "2048", "--rtol", "1e-6", "--max-scrambles", "8", "--json"]
+    r = cli("highdim", "se", *args)
+    assert r.code == 0, r.stderr
+    out = r.json()
+    assert out["accuracy_met"] is False and out["scrambles"] == 8 and out["converged"] is True
+    notes = [ln for ln in r.stderr.splitlines() if "not met" in ln]
+    assert len(notes) == 1 and "rtol = 1e-06" in notes[0] and "after 8 scrambles" in notes[0], r.stderr
+    # without --rtol: no target fields
+    assert "accuracy_met" not in cli("highdim", "se", "--alpha", "0.5", "--nodes", "512", "--json").json()
+
+
+@pytest.mark.parametrize(
+    "extra,arg",
+    [
+        (["--rtol", "0"], "--rtol"),
+        (["--rtol", "-0.1"], "--rtol"),
+        (["--rtol", "1"], "--rtol"),
+        (["--rtol", "nan"], "--rtol"),
+        (["--rtol", "inf"], "--rtol"),
+        (["--rtol", "1e-3", "--max-scrambles", "2"], "--max-scrambles"),
+        (["--rtol", "1e-3", "--scrambles", "12", "--max-scrambles", "8"], "--max-scrambles"),
+        (["--max-scrambles", "16"], "--max-scrambles"),
+        (["--rtol", "1e-3", "--scrambles", "1"], "--rtol"),
+    ],
+)
+def test_se_accuracy_target_bad_values(cli, extra, arg):
+    r = cli("highdim", "se", "--alpha", "0.5", "--nodes", "64", *extra)
+    assert r.code == 2
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and arg in lines[0] and "expected" in lines[0], r.stderr

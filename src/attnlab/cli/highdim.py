@@ -22,6 +22,7 @@ from attnlab.cli.common import (
     check_out_file,
     check_seed,
     emit_json,
+    err_console,
     out_console,
 )
 
@@ -129,6 +130,17 @@ def se(
         help="Solve from several spread starts and report the stable fixed point with the lowest "
         "training loss (about 4× the time); adds `stable` and `candidates`.",
     ),
+    rtol: float | None = typer.Option(
+        None,
+        "--rtol",
+        help="Relative accuracy to reach, in (0, 1): adds batches of --scrambles new scrambles until the "
+        "relative standard error of q, m, Σ, the test error and the training loss is at most rtol/t (t the "
+        "95% t quantile, at least 8 scrambles) or --max-scrambles is spent; `accuracy_met` in the JSON "
+        "(docs/se-accuracy.md).",
+    ),
+    max_scrambles: int | None = typer.Option(
+        None, "--max-scrambles", help="With --rtol: the most scrambles to average (default 64)."
+    ),
     json_out: bool = JsonOpt,
 ) -> None:
     """Solve the state evolution (docs/highdim.md C3) at one α: order parameters and observables."""
@@ -144,11 +156,35 @@ def se(
         nodes = default_nodes(s)
     _check_nodes(nodes, tokens)
     check_int("--scrambles", scrambles, min=1, max=64)
-    # the refinement holds every scramble's nodes in one batch
+    # the refinement holds every scramble's nodes in one batch (a targeted solve's batches too)
     _check_nodes(nodes * scrambles, tokens)
-    with TaskProgress("solving the state evolution"):
+    target = {}
+    if rtol is not None:
+        from attnlab.highdim.se_target import MIN_SCRAMBLES, check_target
+
+        check_real("--rtol", rtol, min=0.0, max=1.0, min_open=True, max_open=True)
+        if scrambles < 2:
+            raise UsageError("--rtol", "--scrambles of at least 2 (the target adds refined scrambles)", rtol)
+        if max_scrambles is not None:
+            check_int("--max-scrambles", max_scrambles, min=max(scrambles, MIN_SCRAMBLES), max=4096)
+        rtol, max_scrambles = check_target(rtol, max_scrambles, scrambles)
+        target = {"rtol": rtol, "max_scrambles": max_scrambles}
+    elif max_scrambles is not None:
+        raise UsageError("--max-scrambles", "to come with --rtol", max_scrambles)
+    what = "solving the state evolution"
+    with TaskProgress(what, total=max_scrambles if rtol is not None else None, unit="scrambles") as bar:
+
+        def shown(done: int, budget: int, ratio: float) -> None:
+            bar.update(done=done, description=f"{what}: relative error bar {ratio:.2f}× its bound")
+
         fp = state_evolution(
-            s, alpha, nodes=nodes, scrambles=scrambles, starts="auto" if multi_start else None
+            s,
+            alpha,
+            nodes=nodes,
+            scrambles=scrambles,
+            starts="auto" if multi_start else None,
+            progress=shown if rtol is not None else None,
+            **target,
         )
     out = {
         "test_error": fp.test_error,
@@ -171,6 +207,23 @@ def se(
     }
     if fp.stderr is not None:
         out["stderr"] = dict(fp.stderr)
+    if rtol is not None:
+        out["rtol"] = rtol
+        out["max_scrambles"] = max_scrambles
+        out["accuracy_met"] = fp.accuracy_met
+        if not fp.accuracy_met:
+            worst = max(
+                ("q", "m", "sigma", "test_error", "train_loss"),
+                key=lambda k: fp.stderr[k] / abs(getattr(fp, k)),
+            )
+            rel = fp.stderr[worst] / abs(getattr(fp, worst))
+            err_console.print(
+                f"note: accuracy target rtol = {rtol:g} not met after {fp.scrambles} scrambles (budget "
+                f"{max_scrambles}); the largest relative standard error is {rel:.2g} ({worst})",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
     if multi_start:
         out["stable"] = fp.stable
         out["candidates"] = len(fp.candidates)

@@ -80,6 +80,13 @@ class FixedPoint:
     #: default start (:func:`~attnlab.highdim.state_evolution.state_evolution`); None when the point comes
     #: from the start asked for
     start: str | None = None
+    #: the relative accuracy asked for (``rtol`` of :func:`~attnlab.highdim.state_evolution.state_evolution`),
+    #: None when none was
+    rtol: float | None = None
+    #: with ``rtol``: whether the relative standard errors of ``q``, ``m``, ``sigma``, ``test_error`` and
+    #: ``train_loss`` met it by the rule of :mod:`attnlab.highdim.se_target` (False when the budget of
+    #: scrambles ran out first, or a batch's refinement failed); None without ``rtol``
+    accuracy_met: bool | None = None
 
     def to_dict(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k != "candidates"}

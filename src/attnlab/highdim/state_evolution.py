@@ -12,7 +12,7 @@ fixed-point iteration, the choice among several fixed points and their local sta
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -25,6 +25,7 @@ from attnlab.highdim.fixed_point import FixedPoint, Stability, prior_equations, 
 from attnlab.highdim.learned_spectrum import PredictedSpectrum, predicted_spectrum
 from attnlab.highdim.newton import solve_newton
 from attnlab.highdim.refine import refine as _refine
+from attnlab.highdim.se_target import bound_ratio, check_target, target_met
 from attnlab.highdim.setting import Setting, lam_from_lam_tilde, lam_tilde_from_lam
 from attnlab.highdim.spectra import J_and_derivatives
 
@@ -68,6 +69,9 @@ def state_evolution(
     scrambles: int = SCRAMBLES,
     pilot: int = PILOT,
     refine: bool = True,
+    rtol: float | None = None,
+    max_scrambles: int | None = None,
+    progress: Callable[[int, int, float], None] | None = None,
 ) -> FixedPoint:
     """Solve the state-evolution equations of docs/highdim.md C3 at sample ratio ``α = n/d²``.
 
@@ -134,6 +138,22 @@ def state_evolution(
         Anderson acceleration of the damped iteration (:func:`~attnlab.highdim.fixed_point.solve_anderson`);
         or the plain damped iteration. All find the same fixed point; where nodes of the proximal step
         switch minima in a cycle only the Newton solver resolves it (``FixedPoint.mixed_weight``).
+    rtol : float or None
+        An accuracy target in (0, 1): after the refined solve, further batches of ``scrambles`` new
+        scrambles (seeds continuing from ``seed + scrambles``) are refined, each from the running mean
+        (the pilot is not solved again), and all scramble points averaged, until the relative standard
+        error of each of ``q``, ``m``, ``Σ``, the test error and the training loss is at most ``rtol / t``
+        (``t`` the 97.5% quantile of Student's t with ``scrambles − 1`` degrees of freedom) on at least
+        eight scrambles (:mod:`attnlab.highdim.se_target`), or the budget ``max_scrambles`` is spent.
+        ``FixedPoint.accuracy_met`` says which; the point is returned either way. Needs the refined solve
+        (``refine`` True, two or more scrambles, ``channel`` None). None (the default): no target, the
+        default solve as it is.
+    max_scrambles : int or None
+        With ``rtol``: the most scrambles to average (default 64, at least ``scrambles`` and 8). A batch
+        holds ``scrambles`` scrambles' nodes at once, as the default solve.
+    progress : callable(scrambles, max_scrambles, ratio), optional
+        With ``rtol``: called after each batch with the scrambles averaged so far and the largest relative
+        standard error over its bound ``rtol / t`` (≤ 1 once within it), e.g. to drive a progress bar.
 
     Returns
     -------
@@ -153,7 +173,18 @@ def state_evolution(
     some scrambles and none near it on others); the default start then finds the point the solve reports
     without a warm start.
     """
-    rest = (damping, tol, max_iter, nodes, seed, channel, method, scrambles, pilot, refine)
+    target = None
+    if rtol is not None:
+        scrambles = check_int("scrambles", scrambles, min=1)
+        if not refine or scrambles < 2 or channel is not None:
+            raise ValueError(
+                "rtol: expected None unless the solve is refined on scrambles it draws itself (refine=True, "
+                f"scrambles >= 2, channel None), got {rtol!r}"
+            )
+        target = (*check_target(rtol, max_scrambles, scrambles), progress)
+    elif max_scrambles is not None:
+        raise ValueError(f"max_scrambles: expected None without rtol, got {max_scrambles!r}")
+    rest = (damping, tol, max_iter, nodes, seed, channel, method, scrambles, pilot, refine, target)
     first = _state_evolution_from(setting, alpha, init, starts, *rest)
     if init is None or starts is not None or first.converged:
         return first
@@ -176,6 +207,7 @@ def _state_evolution_from(
     scrambles,
     pilot,
     refine,
+    target=None,
 ) -> FixedPoint:
     """:func:`state_evolution` from the one start ``init`` (or the starts ``starts``), without the retry."""
     scrambles = check_int("scrambles", scrambles, min=1)
@@ -205,13 +237,16 @@ def _state_evolution_from(
         if got is not None:
             fps, settled = got
             avg = average_fixed_points(fps)
-            return replace(
+            point = replace(
                 avg,
                 rank_fraction=J_and_derivatives(setting.spectrum, avg.delta, avg.eps).mass,
                 iterations=fps[0].iterations,
                 converged=first.converged and settled,
                 max_rel_change=first.max_rel_change,
             )
+            if target is None:
+                return point
+            return _to_target(setting, first, fps, point, settled, nodes, seed, tol, target)
     first = _state_evolution_one(
         setting, alpha, init, starts, damping, tol, max_iter, nodes, seed, chans[0], method
     )
@@ -224,7 +259,60 @@ def _state_evolution_from(
     avg = average_fixed_points([first, *rest])
     # the spectral mass at the averaged (δ, ε), so that the point's rank fraction is its predicted
     # spectrum's (the average of the scrambles' rank fractions differs by the curvature over their spread)
-    return replace(avg, rank_fraction=J_and_derivatives(setting.spectrum, avg.delta, avg.eps).mass)
+    point = replace(avg, rank_fraction=J_and_derivatives(setting.spectrum, avg.delta, avg.eps).mass)
+    if target is None:
+        return point
+    # the refinement failed: whole solves on the first scrambles, no batches added; the rule on what is there
+    return _flag(point, target[0], target_met(_values(point), point.stderr, point.scrambles, target[0]))
+
+
+def _values(fp: FixedPoint) -> dict[str, float]:
+    return {k: getattr(fp, k) for k in ("q", "m", "sigma", "test_error", "train_loss")}
+
+
+def _flag(fp: FixedPoint, rtol: float, met: bool) -> FixedPoint:
+    return replace(fp, rtol=rtol, accuracy_met=bool(met))
+
+
+def _to_target(setting, first, fps, point, settled, nodes, seed, tol, target) -> FixedPoint:
+    """The refined solve's scramble points ``fps`` extended by batches of new scrambles until the accuracy
+    target is met or the budget spent (:func:`state_evolution`, ``rtol``; :mod:`attnlab.highdim.se_target`).
+
+    Each batch is refined by :func:`~attnlab.highdim.refine.refine` like the first scrambles, from the
+    running mean (the pilot ``first`` with its ``(q, m, Σ)``; the pilot is not solved again): its scramble
+    points are each the linearisation of that scramble's own fixed point about the batch's mean-map fixed
+    point, and all are averaged with equal weights. A batch whose refinement fails ends the solve with the
+    target not met (leaving it out would select the scrambles that did not fail)."""
+    rtol, budget, progress = target
+    batch = len(fps)
+    points, iterations, failed = list(fps), fps[0].iterations, False
+    while True:
+        met = target_met(_values(point), point.stderr, len(points), rtol)
+        if progress is not None:
+            progress(len(points), budget, bound_ratio(_values(point), point.stderr, len(points), rtol))
+        size = min(batch, budget - len(points))
+        if met or failed or size < 2:
+            break
+        chans = channels(setting, nodes, seed + len(points), size)
+        start = replace(first, q=point.q, m=point.m, sigma=point.sigma)
+        with one_thread():
+            got = _refine(setting, first.alpha, start, chans, tol)
+        if got is None:
+            failed = True
+            continue
+        more, ok = got
+        points += more
+        settled = settled and ok
+        iterations += more[0].iterations - first.iterations
+        avg = average_fixed_points(points)
+        point = replace(
+            avg,
+            rank_fraction=J_and_derivatives(setting.spectrum, avg.delta, avg.eps).mass,
+            iterations=iterations,
+            converged=first.converged and settled,
+            max_rel_change=first.max_rel_change,
+        )
+    return _flag(point, rtol, met and not failed)
 
 
 def channels(
