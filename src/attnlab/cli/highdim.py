@@ -143,7 +143,10 @@ def se(
     ),
     json_out: bool = JsonOpt,
 ) -> None:
-    """Solve the state evolution (docs/highdim.md C3) at one α: order parameters and observables."""
+    """Solve the state evolution (docs/highdim.md C3) at one α: order parameters and observables.
+
+    --rtol R adds scrambles until the error bars meet a relative accuracy R (docs/se-accuracy.md).
+    """
     from attnlab.core.validation import check_int, check_real
     from attnlab.highdim import Setting, state_evolution
     from attnlab.highdim.channel_nodes import default_nodes, layout
