@@ -85,7 +85,8 @@ class FixedPoint:
     rtol: float | None = None
     #: with ``rtol``: whether the relative standard errors of ``q``, ``m``, ``sigma``, ``test_error`` and
     #: ``train_loss`` met it by the rule of :mod:`attnlab.highdim.se_target` (False when the budget of
-    #: scrambles ran out first, or a batch's refinement failed); None without ``rtol``
+    #: scrambles ran out first, a batch's refinement failed, or the point is not converged); None without
+    #: ``rtol``
     accuracy_met: bool | None = None
 
     def to_dict(self) -> dict:

@@ -25,7 +25,7 @@ from attnlab.highdim.fixed_point import FixedPoint, Stability, prior_equations, 
 from attnlab.highdim.learned_spectrum import PredictedSpectrum, predicted_spectrum
 from attnlab.highdim.newton import solve_newton
 from attnlab.highdim.refine import refine as _refine
-from attnlab.highdim.se_target import bound_ratio, check_target, target_met
+from attnlab.highdim.se_target import TARGETED, bound_ratio, check_target, target_met
 from attnlab.highdim.setting import Setting, lam_from_lam_tilde, lam_tilde_from_lam
 from attnlab.highdim.spectra import J_and_derivatives
 
@@ -143,11 +143,12 @@ def state_evolution(
         scrambles (seeds continuing from ``seed + scrambles``) are refined, each from the running mean
         (the pilot is not solved again), and all scramble points averaged, until the relative standard
         error of each of ``q``, ``m``, ``Σ``, the test error and the training loss is at most ``rtol / t``
-        (``t`` the 97.5% quantile of Student's t with ``scrambles − 1`` degrees of freedom) on at least
-        eight scrambles (:mod:`attnlab.highdim.se_target`), or the budget ``max_scrambles`` is spent.
-        ``FixedPoint.accuracy_met`` says which; the point is returned either way. Needs the refined solve
-        (``refine`` True, two or more scrambles, ``channel`` None). None (the default): no target, the
-        default solve as it is.
+        (``t`` the 97.5% quantile of Student's t with ``R − 1`` degrees of freedom, ``R`` the scrambles
+        averaged) on at least eight scrambles (:mod:`attnlab.highdim.se_target`), or the budget
+        ``max_scrambles`` is spent. ``FixedPoint.accuracy_met`` says which (False too when a batch's
+        refinement fails or the point is not converged); the point is returned either way. Needs the
+        refined solve (``refine`` True, two or more scrambles, ``channel`` None). None (the default): no
+        target, the default solve as it is.
     max_scrambles : int or None
         With ``rtol``: the most scrambles to average (default 64, at least ``scrambles`` and 8). A batch
         holds ``scrambles`` scrambles' nodes at once, as the default solve.
@@ -267,11 +268,12 @@ def _state_evolution_from(
 
 
 def _values(fp: FixedPoint) -> dict[str, float]:
-    return {k: getattr(fp, k) for k in ("q", "m", "sigma", "test_error", "train_loss")}
+    return {k: getattr(fp, k) for k in TARGETED}
 
 
 def _flag(fp: FixedPoint, rtol: float, met: bool) -> FixedPoint:
-    return replace(fp, rtol=rtol, accuracy_met=bool(met))
+    """``fp`` with its target and whether it was met: an unconverged point never meets it."""
+    return replace(fp, rtol=rtol, accuracy_met=bool(met and fp.converged))
 
 
 def _to_target(setting, first, fps, point, settled, nodes, seed, tol, target) -> FixedPoint:
@@ -285,21 +287,20 @@ def _to_target(setting, first, fps, point, settled, nodes, seed, tol, target) ->
     target not met (leaving it out would select the scrambles that did not fail)."""
     rtol, budget, progress = target
     batch = len(fps)
-    points, iterations, failed = list(fps), fps[0].iterations, False
+    points, iterations = list(fps), fps[0].iterations
     while True:
         met = target_met(_values(point), point.stderr, len(points), rtol)
         if progress is not None:
             progress(len(points), budget, bound_ratio(_values(point), point.stderr, len(points), rtol))
         size = min(batch, budget - len(points))
-        if met or failed or size < 2:
+        if met or size < 2:
             break
         chans = channels(setting, nodes, seed + len(points), size)
         start = replace(first, q=point.q, m=point.m, sigma=point.sigma)
         with one_thread():
             got = _refine(setting, first.alpha, start, chans, tol)
-        if got is None:
-            failed = True
-            continue
+        if got is None:  # the batch failed: stop here, the target not met (``met`` is False)
+            break
         more, ok = got
         points += more
         settled = settled and ok
@@ -312,7 +313,7 @@ def _to_target(setting, first, fps, point, settled, nodes, seed, tol, target) ->
             converged=first.converged and settled,
             max_rel_change=first.max_rel_change,
         )
-    return _flag(point, rtol, met and not failed)
+    return _flag(point, rtol, met)
 
 
 def channels(
