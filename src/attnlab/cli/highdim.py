@@ -220,9 +220,10 @@ def se(
                 key=lambda k: fp.stderr[k] / abs(getattr(fp, k)),
             )
             rel = fp.stderr[worst] / abs(getattr(fp, worst))
+            why = "" if fp.converged else "the point is not converged; "
             err_console.print(
                 f"note: accuracy target rtol = {rtol:g} not met after {fp.scrambles} scrambles (budget "
-                f"{max_scrambles}); the largest relative standard error is {rel:.2g} ({worst})",
+                f"{max_scrambles}); {why}the largest relative standard error is {rel:.2g} ({worst})",
                 markup=False,
                 highlight=False,
                 soft_wrap=True,
