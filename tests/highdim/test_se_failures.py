@@ -75,21 +75,21 @@ def test_damped_iteration_rejects_a_step_that_is_not_finite():
     assert (fp.q_hat, fp.m_hat, fp.sigma_hat) == (two.q_hat, two.m_hat, two.sigma_hat)
 
 
-def test_refinement_with_a_point_that_is_not_finite_falls_back_on_whole_solves(monkeypatch):
-    # A planted fault: the refinement's point of the second scramble comes out with a NaN training loss (as
-    # a linearised point outside the domain did). It must count as a failed refinement: the solve falls
-    # back on whole solves of every scramble, the computation of refine=False (equal bits).
+def _second_point_planted(monkeypatch, fault):
+    """A solve on two refined scrambles whose second scramble's point goes through ``fault`` (the real
+    point in, a point out or an exception), against whole solves of both scrambles: the fault must count as a
+    failed refinement, so the solve falls back on whole solves, the computation of refine=False (equal
+    bits)."""
     s = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=0.01)
     good = refine_mod._point
     calls = {"n": 0}
 
-    def faulty(*a, **k):
+    def planted(*a, **k):
         calls["n"] += 1
-        fp = good(*a, **k)
-        return fp.__class__(**{**fp.__dict__, "train_loss": math.nan}) if calls["n"] == 2 else fp
+        return fault(good, *a, **k) if calls["n"] == 2 else good(*a, **k)
 
     whole = state_evolution(s, 0.3016, nodes=1024, pilot=1024, scrambles=2, refine=False)
-    monkeypatch.setattr(refine_mod, "_point", faulty)
+    monkeypatch.setattr(refine_mod, "_point", planted)
     fp = state_evolution(s, 0.3016, nodes=1024, pilot=1024, scrambles=2)
     assert calls["n"] == 2  # the fault was reached
     assert fp.converged and _finite(fp)
@@ -97,26 +97,21 @@ def test_refinement_with_a_point_that_is_not_finite_falls_back_on_whole_solves(m
         assert getattr(fp, k) == getattr(whole, k), k
 
 
+def test_refinement_with_a_point_that_is_not_finite_falls_back_on_whole_solves(monkeypatch):
+    # the second scramble's point with a NaN training loss (as a linearised point outside the domain gave)
+    def nan_loss(good, *a, **k):
+        fp = good(*a, **k)
+        return fp.__class__(**{**fp.__dict__, "train_loss": math.nan})
+
+    _second_point_planted(monkeypatch, nan_loss)
+
+
 def test_refinement_whose_point_is_refused_by_the_convolution_falls_back_on_whole_solves(monkeypatch):
-    # A planted fault: the second scramble's point raises the convolution's ValueError (its hats put δ
-    # below the resolution floor). A failed refinement like a non-finite point: whole solves, equal bits.
-    s = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=0.01)
-    good = refine_mod._point
-    calls = {"n": 0}
+    # the second scramble's point raises the convolution's ValueError (hats that put δ below its floor)
+    def refused(good, *a, **k):
+        raise ValueError("delta: expected >= 1.22e-24 (...), got 1.6e-149")
 
-    def refused(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise ValueError("delta: expected >= 1.22e-24 (...), got 1.6e-149")
-        return good(*a, **k)
-
-    whole = state_evolution(s, 0.3016, nodes=1024, pilot=1024, scrambles=2, refine=False)
-    monkeypatch.setattr(refine_mod, "_point", refused)
-    fp = state_evolution(s, 0.3016, nodes=1024, pilot=1024, scrambles=2)
-    assert calls["n"] == 2
-    assert fp.converged and _finite(fp)
-    for k in _FIELDS:
-        assert getattr(fp, k) == getattr(whole, k), k
+    _second_point_planted(monkeypatch, refused)
 
 
 def test_a_point_that_is_not_finite_is_never_converged():
