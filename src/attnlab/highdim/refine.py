@@ -2,7 +2,7 @@
 
 The fixed point ``x = F(x)`` of :mod:`attnlab.highdim.fixed_point` depends on the nodes of the output
 expectation through ``F``. Solving it on ``R`` independently scrambled node sets and averaging (what
-:func:`~attnlab.highdim.state_evolution.average_fixed_points` does) costs ``R`` whole solves. Here the
+:func:`~attnlab.highdim.scrambles.average_fixed_points` does) costs ``R`` whole solves. Here the
 solve is done once, on a small pilot set of nodes, and each scramble's fixed point is then reached by
 Newton steps on ``G(y) = Y(F(x(y))) − y`` (the unconstrained coordinates of
 :func:`~attnlab.highdim.fixed_point.to_y`) with the Jacobian ``J`` of the mean map (all scrambles):

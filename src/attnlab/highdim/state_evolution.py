@@ -4,8 +4,9 @@ The regularisation parameter of everything here is ``λ̃`` (``lam``), the coeff
 ``d λ̃ Tr S``; the weight-decay coefficient ``λ`` of ``λ‖W‖²`` is ``λ̃/√κ`` (:func:`lam_from_lam_tilde`).
 
 The pieces live in their own modules and are re-exported here: the problem
-(:mod:`~attnlab.highdim.setting`), the output channel on fixed nodes (:mod:`~attnlab.highdim.channel`) and the
-predicted spectrum of the learned ``Ŝ`` (:mod:`~attnlab.highdim.learned_spectrum`). This module holds the
+(:mod:`~attnlab.highdim.setting`), the output channel on fixed nodes (:mod:`~attnlab.highdim.channel`), the
+scrambled node sets and the average over them (:mod:`~attnlab.highdim.scrambles`) and the predicted spectrum
+of the learned ``Ŝ`` (:mod:`~attnlab.highdim.learned_spectrum`). This module holds the
 fixed-point iteration, the choice among several fixed points and their local stability.
 """
 
@@ -25,6 +26,8 @@ from attnlab.highdim.fixed_point import FixedPoint, Stability, prior_equations, 
 from attnlab.highdim.learned_spectrum import PredictedSpectrum, predicted_spectrum
 from attnlab.highdim.newton import solve_newton
 from attnlab.highdim.refine import refine as _refine
+from attnlab.highdim.scrambles import NODES as NODES
+from attnlab.highdim.scrambles import PILOT, SCRAMBLES, average_fixed_points, channels
 from attnlab.highdim.se_target import TARGETED, bound_ratio, check_target, target_met
 from attnlab.highdim.setting import Setting, lam_from_lam_tilde, lam_tilde_from_lam
 from attnlab.highdim.spectra import J_and_derivatives
@@ -46,11 +49,6 @@ __all__ = [
     "PredictedSpectrum",
     "predicted_spectrum",
 ]
-
-
-#: the nodes per scramble (at T = 2 the default depends on λ̃:
-#: :func:`~attnlab.highdim.channel_nodes.default_nodes`), scrambles and pilot nodes of :func:`state_evolution`
-NODES, SCRAMBLES, PILOT = 73728, 4, 4096
 
 
 def state_evolution(
@@ -314,58 +312,6 @@ def _to_target(setting, first, fps, point, settled, nodes, seed, tol, target) ->
             max_rel_change=first.max_rel_change,
         )
     return _flag(point, rtol, met)
-
-
-def channels(
-    setting: Setting, nodes: int | None = None, seed: int = 0, scrambles: int = SCRAMBLES
-) -> list[OutputChannel]:
-    """``scrambles`` independently scrambled node sets (seeds ``seed``, ``seed + 1``, …) of ``nodes`` nodes
-    each (default :func:`~attnlab.highdim.channel_nodes.default_nodes`): what :func:`state_evolution`
-    solves on by default."""
-    scrambles = check_int("scrambles", scrambles, min=1)
-    if nodes is None:
-        nodes = default_nodes(setting)
-    return [OutputChannel(setting, nodes, seed + i) for i in range(scrambles)]
-
-
-#: the fields of a FixedPoint averaged over scrambles, and those given a standard error
-_AVERAGED = (
-    "q", "m", "sigma", "q_hat", "m_hat", "sigma_hat", "test_error", "train_loss", "s_error", "rank_fraction",
-    "delta", "eps", "eta",
-)  # fmt: skip
-_WITH_ERROR = ("q", "m", "sigma", "test_error", "train_loss", "s_error")
-
-
-def average_fixed_points(fps: Sequence[FixedPoint]) -> FixedPoint:
-    """The average of fixed points solved on independent scrambles of the nodes, with standard errors.
-
-    Each field of ``_AVERAGED`` is the mean over the ``R`` points; ``stderr`` holds the sample standard
-    deviation over ``√R`` for ``q, m, Σ``, the test error, the training loss and ``s_error`` (the standard
-    error of randomised quasi-Monte Carlo, unbiased for independent scrambles). Converged when every one
-    is; ``iterations`` is the total; ``mixed_weight`` is NaN when some point has an unresolved cycle, the
-    mean of the resolved weights when some point mixed, else None; ``stable`` and ``candidates`` come from
-    the first point (where the multi-start choice was made).
-    """
-    fps = list(fps)
-    if len(fps) < 2:
-        raise ValueError(f"fps: expected at least two fixed points, got {len(fps)}")
-    vals = {k: np.array([getattr(f, k) for f in fps], dtype=float) for k in _AVERAGED}
-    r = len(fps)
-    err = {k: float(np.std(vals[k], ddof=1) / math.sqrt(r)) for k in _WITH_ERROR}
-    weights = [f.mixed_weight for f in fps if f.mixed_weight is not None]
-    mixed = None
-    if weights:
-        mixed = math.nan if any(math.isnan(w) for w in weights) else float(np.mean(weights))
-    return replace(
-        fps[0],
-        **{k: float(v.mean()) for k, v in vals.items()},
-        iterations=int(sum(f.iterations for f in fps)),
-        converged=all(f.converged for f in fps),
-        max_rel_change=float(max(f.max_rel_change for f in fps)),
-        mixed_weight=mixed,
-        scrambles=r,
-        stderr=err,
-    )
 
 
 def _state_evolution_one(
