@@ -163,7 +163,7 @@ def se(
     _check_nodes(nodes * scrambles, tokens)
     target = {}
     if rtol is not None:
-        from attnlab.highdim.se_target import MIN_SCRAMBLES, check_target
+        from attnlab.highdim.se_target import MIN_SCRAMBLES, TARGETED, check_target
 
         check_real("--rtol", rtol, min=0.0, max=1.0, min_open=True, max_open=True)
         if scrambles < 2:
@@ -215,10 +215,7 @@ def se(
         out["max_scrambles"] = max_scrambles
         out["accuracy_met"] = fp.accuracy_met
         if not fp.accuracy_met:
-            worst = max(
-                ("q", "m", "sigma", "test_error", "train_loss"),
-                key=lambda k: fp.stderr[k] / abs(getattr(fp, k)),
-            )
+            worst = max(TARGETED, key=lambda k: fp.stderr[k] / abs(getattr(fp, k)))
             rel = fp.stderr[worst] / abs(getattr(fp, worst))
             why = "" if fp.converged else "the point is not converged; "
             err_console.print(

@@ -235,14 +235,7 @@ def _state_evolution_from(
             got = _refine(setting, first.alpha, first, chans, tol)
         if got is not None:
             fps, settled = got
-            avg = average_fixed_points(fps)
-            point = replace(
-                avg,
-                rank_fraction=J_and_derivatives(setting.spectrum, avg.delta, avg.eps).mass,
-                iterations=fps[0].iterations,
-                converged=first.converged and settled,
-                max_rel_change=first.max_rel_change,
-            )
+            point = _refined_point(setting, first, fps, settled, fps[0].iterations)
             if target is None:
                 return point
             return _to_target(setting, first, fps, point, settled, nodes, seed, tol, target)
@@ -303,15 +296,21 @@ def _to_target(setting, first, fps, point, settled, nodes, seed, tol, target) ->
         points += more
         settled = settled and ok
         iterations += more[0].iterations - first.iterations
-        avg = average_fixed_points(points)
-        point = replace(
-            avg,
-            rank_fraction=J_and_derivatives(setting.spectrum, avg.delta, avg.eps).mass,
-            iterations=iterations,
-            converged=first.converged and settled,
-            max_rel_change=first.max_rel_change,
-        )
+        point = _refined_point(setting, first, points, settled, iterations)
     return _flag(point, rtol, met)
+
+
+def _refined_point(setting, first, fps, settled, iterations) -> FixedPoint:
+    """The average of the refined scramble points ``fps`` reached from the pilot ``first``: the spectral mass
+    at the averaged ``(δ, ε)``, the pilot's convergence (and the rounds' ``settled``) and change."""
+    avg = average_fixed_points(fps)
+    return replace(
+        avg,
+        rank_fraction=J_and_derivatives(setting.spectrum, avg.delta, avg.eps).mass,
+        iterations=iterations,
+        converged=first.converged and settled,
+        max_rel_change=first.max_rel_change,
+    )
 
 
 def _state_evolution_one(
