@@ -10,7 +10,7 @@ from scipy import integrate
 
 from attnlab.highdim import OutputChannel, Setting, state_evolution
 from attnlab.highdim.channel import two_token_test_error
-from attnlab.highdim.channel_nodes import default_nodes, layout, w_nodes
+from attnlab.highdim.channel_nodes import default_nodes, layout, target_grid, w_nodes
 
 
 @pytest.mark.parametrize("lam,q,m,sigma", [(1e-2, 1.46, 1.38, 2.3), (1e-4, 5.13, 2.12, 62.2)])
@@ -149,6 +149,52 @@ def test_product_rule_layout_and_head():
         OutputChannel(REF, 9216, rule="gauss")
 
 
+def test_target_grid_layout_and_checks():
+    # A solve with an accuracy target takes an 8 × 8 grid in w for 1e-3 <= λ̃ < 1e-2, 16 × 16 down to 1e-4
+    # and 24 × 24 below, on the default's label nodes, and the default grid at λ̃ >= 1e-2; the default layout
+    # without a grid is unchanged.
+    for lam, grid, nodes in ((1e-2, 5, 51200), (1e-3, 8, 131072), (1e-4, 16, 131072), (1e-5, 24, 294912)):
+        s = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=lam)
+        assert (target_grid(s), default_nodes(s, target_grid(s))) == (grid, nodes)
+        assert layout(s, nodes, grid=grid) == ("product", nodes)
+        assert OutputChannel(s, nodes, grid=grid).grid == grid
+    low = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=1e-4)
+    # the product rule from 256 label nodes of the grid on: 256 × 256 nodes with the 16 × 16 grid
+    assert layout(low, 65535, grid=16)[0] == "sobol" and layout(low, 65536, grid=16) == ("product", 65536)
+    ch = OutputChannel(low, 256 * 49, seed=2, rule="product", grid=7)
+    assert ch.N == 256 * 49 and float(ch.weights.sum()) == pytest.approx(1.0)
+    assert OutputChannel(low, 4096).grid is None  # Sobol nodes have no grid
+    for bad in (1, 65, 2.5, True):
+        with pytest.raises(ValueError, match="grid"):
+            OutputChannel(low, 65536, grid=bad)
+
+
+def test_sixteen_point_grid_in_w_against_twenty_four_at_small_lambda():
+    # Below λ̃ = 1e-3 a solve with an accuracy target takes a 16 × 16 grid in w (channel_nodes.target_grid).
+    # Independent computation: the same label nodes with a 24 × 24 grid at the λ̃ = 1e-4, α = 0.25 reference
+    # point, six scrambles of 512 label nodes, paired. Measured (docs/se-accuracy.md): the 12 × 12 grid's
+    # bias on the hats is about 1e-4 (q̂), a third of one scramble's paired spread, so a test this size can
+    # hold 16 × 16 to 24 × 24 but not resolve 12 × 12 from it (the fixed points do: +1e-3 on q). The check:
+    # the mean paired difference within 3 of its standard errors + 1e-4 relative (1e-4 on the hats is about
+    # 1e-3 on q at this flat point, the target's size); a planted 4 × 4 grid (q̂ −5e-4 at 7 standard errors
+    # here) fails the same check.
+    s = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=1e-4)
+    q, m, sg, a = 5.12406, 2.12067, 61.780, 0.25
+
+    def hats(n, seed):
+        ch = OutputChannel(s, 512 * n * n, seed=seed, rule="product", grid=n)
+        return np.array(ch.hats(q, m, sg, a)[:3])
+
+    fine = {k: hats(24, k) for k in range(40, 46)}
+
+    def agrees(n):
+        d = np.array([hats(n, k) / fine[k] - 1 for k in fine])
+        return bool(np.all(np.abs(d.mean(0)) <= 3 * d.std(0, ddof=1) / math.sqrt(len(d)) + 1e-4))
+
+    assert agrees(16)
+    assert not agrees(4)
+
+
 def test_refined_solve_jacobian_on_a_quarter_of_the_nodes(monkeypatch):
     # At λ̃ ≥ 1e-3 the difference Jacobian of the refinement is taken on a quarter of every scramble's nodes
     # (at least _JAC_MIN; lowered here so that four scrambles of 36864 product nodes use 9216 each). The
@@ -196,29 +242,26 @@ def test_followed_branches_computed_once_where_they_coincide():
     np.testing.assert_allclose(H, ref, rtol=1e-9)
 
 
-def test_five_point_grid_in_w_against_a_sixteen_point_grid(monkeypatch):
+def test_five_point_grid_in_w_against_a_sixteen_point_grid():
     # At λ̃ ≥ 1e-2 the product rule's grid in w is 5 × 5. Independent computation: the same label nodes with a
     # 16 × 16 grid (converged: 8 and 12 agree with it to 1e-5 in docs/se-accuracy.md), at the point of the
     # λ̃ = 1e-2 curve with the largest measured bias of the 4 × 4 grid (α = 0.2, Σ ≈ 11, measured there: 5 × 5
     # ≤ 5e-6, 4 × 4 3.8e-5 on Σ̂). The hats agree to 1e-4 relative, a tenth of the accuracy goal and about
     # two standard errors of the default solve's hats; their label-node error cancels in the pairing.
-    import attnlab.highdim.channel as chm
-
     s = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=1e-2)
     q, m, sg, a = 1.1026, 1.0735, 11.091, 0.2
 
-    def hats(n):
-        ch = OutputChannel(s, 512 * n * n, seed=3, rule="product")
+    def hats(n=None):
+        ch = OutputChannel(s, 512 * 25 if n is None else 512 * n * n, seed=3, rule="product", grid=n)
+        assert ch.grid == (5 if n is None else n) and ch.N == 512 * ch.grid**2
         z = ch.z_of(q, m)
         h, M = ch.prox_best(z, sg)
         return ch.average(ch.node_terms(q, m, sg, a, z, h, M)).numpy()
 
-    five = hats(5)
-    monkeypatch.setattr(chm, "w_nodes", lambda setting: 16)
+    five = hats()  # the default grid
     fine = hats(16)
     np.testing.assert_allclose(five, fine, rtol=1e-4)
-    monkeypatch.setattr(chm, "w_nodes", lambda setting: 2)  # a planted coarse grid fails the same check
-    assert not np.allclose(hats(2), fine, rtol=1e-4, atol=0)
+    assert not np.allclose(hats(2), fine, rtol=1e-4, atol=0)  # a planted coarse grid fails the same check
 
 
 def test_sweep_passes_its_scrambles_on():

@@ -114,8 +114,9 @@ def se(
         "--nodes",
         help="Nodes of the output expectation in each scramble (at T = 2 from 9216 nodes and 256 label nodes "
         "on: Sobol label nodes times an n × n Gauss–Hermite grid, n = 5 at λ̃ ≥ 1e-2, 6 down to 1e-3 and 12 "
-        "below, `rule` in the JSON; else scrambled Sobol). Default: 2048 label nodes, at most 73728 nodes "
-        "(51200 at λ̃ ≥ 1e-2, else 73728).",
+        "below; with --rtol 8 down to 1e-3, 16 down to 1e-4 and 24 below; `rule` and `grid` in the JSON; "
+        "else scrambled Sobol). Default: 2048 label nodes, at most 73728 nodes (51200 at λ̃ ≥ 1e-2, else "
+        "73728; with --rtol the default's label nodes times the finer grid).",
     ),
     scrambles: int = typer.Option(
         4,
@@ -149,14 +150,16 @@ def se(
     """
     from attnlab.core.validation import check_int, check_real
     from attnlab.highdim import Setting, state_evolution
-    from attnlab.highdim.channel_nodes import default_nodes, layout
+    from attnlab.highdim.channel_nodes import check_grid, default_nodes, layout, target_grid
 
     _check_setting(kappa0, noise, tokens, lam, beta, beta0)
     # α above 1000 is the noiseless limit, reached long before (and the solver's fixed point turns nan)
     check_real("--alpha", alpha, min=0.0, min_open=True, max=1000.0)
     s = Setting(kappa0=kappa0, noise=noise, tokens=tokens, lam=lam, beta=beta, beta0=beta0)
+    # a targeted solve takes a finer grid in w below λ̃ = 1e-3 (state_evolution's rtol)
+    grid = target_grid(s) if rtol is not None and tokens == 2 else None
     if nodes is None:
-        nodes = default_nodes(s)
+        nodes = default_nodes(s, grid)
     _check_nodes(nodes, tokens)
     check_int("--scrambles", scrambles, min=1, max=64)
     # the refinement holds every scramble's nodes in one batch (a targeted solve's batches too)
@@ -205,9 +208,11 @@ def se(
         "alpha": alpha,
         "lam_tilde": lam,
         "scrambles": fp.scrambles,
-        "nodes_per_scramble": layout(s, nodes)[1],
-        "rule": layout(s, nodes)[0],
+        "nodes_per_scramble": layout(s, nodes, grid=grid)[1],
+        "rule": layout(s, nodes, grid=grid)[0],
     }
+    if out["rule"] == "product":  # the n of its n × n grid in w
+        out["grid"] = check_grid(grid, s)
     if fp.stderr is not None:
         out["stderr"] = dict(fp.stderr)
     if rtol is not None:

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from attnlab.core.validation import check_int
-from attnlab.highdim.channel_nodes import hermite, label_nodes, layout, w_nodes
+from attnlab.highdim.channel_nodes import check_grid, hermite, label_nodes, layout
 from attnlab.highdim.channel_rows import combine_two, rowdot, terms_two
 from attnlab.highdim.prox_two import newton_two, one_minimum
 from attnlab.highdim.setting import Setting
@@ -74,8 +74,7 @@ class OutputChannel:
     setting : Setting
     nodes : int
         Number of nodes (a power of 2 is best for Sobol; the product rule uses the largest power of 2 of label
-        nodes, at least 2, whose ``n²`` nodes each fit in ``nodes``, ``n`` =
-        :func:`~attnlab.highdim.channel_nodes.w_nodes`).
+        nodes, at least 2, whose ``n²`` nodes each fit in ``nodes``, ``n`` = ``grid``).
     seed : int
         Scrambling seed of the Sobol sequence.
     rule : "auto", "sobol" or "product"
@@ -86,16 +85,24 @@ class OutputChannel:
         so the product rule's error is about a third to a quarter of Sobol's at the same number of nodes.
         ``"auto"`` (default): the product rule at T = 2 from 9216 nodes and 256 label nodes on (9216
         nodes at λ̃ ≥ 1e-3, 36864 below), Sobol otherwise.
+    grid : int or None
+        The product rule's ``n`` (2 to 64; None: :func:`~attnlab.highdim.channel_nodes.w_nodes`), e.g.
+        :func:`~attnlab.highdim.channel_nodes.target_grid`'s finer grid. ``"auto"`` takes the product rule
+        from 256 label nodes of it on.
     """
 
-    def __init__(self, setting: Setting, nodes: int = 4096, seed: int = 0, rule: str = "auto"):
+    def __init__(
+        self, setting: Setting, nodes: int = 4096, seed: int = 0, rule: str = "auto", grid: int | None = None
+    ):
         self.s = setting
         nodes = check_int("nodes", nodes, min=16)
         if rule not in ("auto", "sobol", "product"):
             raise ValueError(f"rule: expected 'auto', 'sobol' or 'product', got {rule!r}")
         if rule == "product" and setting.tokens != 2:
             raise ValueError(f"rule: 'product' needs tokens = 2, got tokens = {setting.tokens}")
-        self.rule = rule = layout(setting, nodes, rule)[0]
+        nw = check_grid(grid, setting)
+        self.rule = rule = layout(setting, nodes, rule, nw)[0]
+        self.grid = nw if rule == "product" else None  # the grid in w of the product rule
         T, K = setting.tokens, setting.K
         self.L = flat_to_matrix_map(T)  # (T², K)
         self._Lrows = self.L.reshape(T, T, K)  # (T, T, K) [row a, column c, k]
@@ -121,7 +128,6 @@ class OutputChannel:
             g = math.sqrt(2.0) * torch.erfinv(2 * u - 1)  # (N, 3r) standard normals
             self.v, self.w, self.u = (g[:, i * r : (i + 1) * r] @ basis.T for i in range(3))  # (N, K) each
         else:
-            nw = w_nodes(setting)
             nv = label_nodes(nodes // nw**2)
             eng = torch.quasirandom.SobolEngine(2 * r, scramble=True, seed=seed)
             u = eng.draw(nv, dtype=_DTYPE).clamp(1e-12, 1 - 1e-12)  # (nv, 2r): v and u

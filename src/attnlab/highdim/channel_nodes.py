@@ -10,12 +10,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from attnlab.core.validation import check_int
 from attnlab.highdim.setting import Setting
 
-__all__ = ["w_nodes", "default_nodes", "layout", "label_nodes", "hermite"]
+__all__ = ["w_nodes", "target_grid", "default_nodes", "layout", "label_nodes", "hermite", "check_grid"]
 
 _PRODUCT_NODES = 9216  # "auto" takes the product rule from this many nodes on (256 label nodes × 6 × 6)
 _LABELS = 2048  # label nodes of the default node count (:func:`default_nodes`)
+#: the grids in ``w`` of a solve with an accuracy target for 1e-3 ≤ λ̃ < 1e-2, 1e-4 ≤ λ̃ < 1e-3 and below
+#: (:func:`target_grid`)
+_TARGET_GRIDS = (8, 16, 24)
+MAX_GRID = 64  # the largest grid in ``w`` a channel takes (64² = 4096 nodes per label node)
 
 
 def w_nodes(setting: Setting) -> int:
@@ -32,23 +37,51 @@ def w_nodes(setting: Setting) -> int:
     return 6 if setting.lam >= 1e-3 else 12
 
 
-def default_nodes(setting: Setting) -> int:
+def target_grid(setting: Setting) -> int:
+    """The grid in ``w`` of a solve asked for an accuracy (``state_evolution(..., rtol=...)``): 5 × 5 at
+    λ̃ ≥ 1e-2 (the default's), 8 × 8 for 1e-3 ≤ λ̃ < 1e-2, 16 × 16 for 1e-4 ≤ λ̃ < 1e-3 and 24 × 24 below.
+
+    Measured against grid-free references (scrambled Sobol nodes in every coordinate, 64 scrambles of 262144
+    nodes, docs/se-accuracy.md): the default grids move the fixed point by ``q`` −0.5e-3 (6 × 6 at λ̃ = 1e-3,
+    α = 0.3), +0.7e-3 (12 × 12 at 1e-4, α = 0.25) and −1.0e-3 (12 × 12 at 1e-5, α = 0.2; Σ −2.5e-3), as
+    large as a target of 1e-3 and outside its error bar; these grids leave at most 0.15e-3, 0.35e-3 (Σ) and
+    0.5e-3 (Σ, within 0.7 of its standard error), and 5 × 5 at λ̃ = 1e-2, α = 0.5 at most 0.09e-3."""
+    if setting.lam >= 1e-2:
+        return w_nodes(setting)
+    if setting.lam >= 1e-3:
+        return _TARGET_GRIDS[0]
+    return _TARGET_GRIDS[1] if setting.lam >= 1e-4 else _TARGET_GRIDS[2]
+
+
+def check_grid(grid: int | None, setting: Setting) -> int:
+    """``grid`` (None: :func:`w_nodes`'s) checked: an integer from 2 to ``MAX_GRID``."""
+    if grid is None:
+        return w_nodes(setting)
+    return check_int("grid", grid, min=2, max=MAX_GRID)
+
+
+def default_nodes(setting: Setting, grid: int | None = None) -> int:
     """The default nodes per scramble of :func:`~attnlab.highdim.state_evolution.state_evolution`: at
     T = 2 the product rule's 2048 label nodes times its grid, at most 73728 (51200 at λ̃ ≥ 1e-2, 73728 at
-    1e-3 ≤ λ̃ < 1e-2 and 512 label nodes × 144 below); 73728 Sobol nodes at other T."""
+    1e-3 ≤ λ̃ < 1e-2 and 512 label nodes × 144 below); 73728 Sobol nodes at other T. ``grid``: another
+    grid in ``w`` on the same label nodes (:func:`target_grid`'s: 2048 × 64 = 131072 for 1e-3 ≤ λ̃ < 1e-2,
+    512 × 256 = 131072 for 1e-4 ≤ λ̃ < 1e-3, 512 × 576 = 294912 below)."""
     if setting.tokens != 2:
         return 73728
-    return min(73728, _LABELS * w_nodes(setting) ** 2)
+    n = w_nodes(setting)
+    labels = min(73728, _LABELS * n * n) // (n * n)
+    g = check_grid(grid, setting)
+    return labels * g * g
 
 
-def layout(setting: Setting, nodes: int, rule: str = "auto") -> tuple[str, int]:
+def layout(setting: Setting, nodes: int, rule: str = "auto", grid: int | None = None) -> tuple[str, int]:
     """The rule (``"sobol"`` or ``"product"``) and the number of nodes :class:`OutputChannel` uses for
-    ``nodes`` requested nodes."""
+    ``nodes`` requested nodes (``grid``: the product rule's grid in ``w``, default :func:`w_nodes`)."""
+    k = check_grid(grid, setting) ** 2
     if rule == "auto":  # the product rule needs enough label nodes to beat Sobol (docs/highdim.md C3)
-        big = setting.tokens == 2 and nodes >= max(_PRODUCT_NODES, 256 * w_nodes(setting) ** 2)
+        big = setting.tokens == 2 and nodes >= max(_PRODUCT_NODES, 256 * k)
         rule = "product" if big else "sobol"
     if rule == "product":
-        k = w_nodes(setting) ** 2
         return rule, label_nodes(nodes // k) * k
     return rule, nodes
 

@@ -25,15 +25,20 @@ NODES, SCRAMBLES, PILOT = 73728, 4, 4096
 
 
 def channels(
-    setting: Setting, nodes: int | None = None, seed: int = 0, scrambles: int = SCRAMBLES
+    setting: Setting,
+    nodes: int | None = None,
+    seed: int = 0,
+    scrambles: int = SCRAMBLES,
+    grid: int | None = None,
 ) -> list[OutputChannel]:
     """``scrambles`` independently scrambled node sets (seeds ``seed``, ``seed + 1``, …) of ``nodes`` nodes
-    each (default :func:`~attnlab.highdim.channel_nodes.default_nodes`): what
-    :func:`~attnlab.highdim.state_evolution.state_evolution` solves on by default."""
+    each (default :func:`~attnlab.highdim.channel_nodes.default_nodes` for ``grid``): what
+    :func:`~attnlab.highdim.state_evolution.state_evolution` solves on by default. ``grid``: the product
+    rule's grid in ``w`` (:class:`~attnlab.highdim.channel.OutputChannel`; None: its default)."""
     scrambles = check_int("scrambles", scrambles, min=1)
     if nodes is None:
-        nodes = default_nodes(setting)
-    return [OutputChannel(setting, nodes, seed + i) for i in range(scrambles)]
+        nodes = default_nodes(setting, grid)
+    return [OutputChannel(setting, nodes, seed + i, grid=grid) for i in range(scrambles)]
 
 
 #: the fields of a FixedPoint averaged over scrambles, and those given a standard error

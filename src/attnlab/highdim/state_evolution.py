@@ -21,7 +21,7 @@ import numpy as np
 from attnlab.core.validation import check_int, check_real
 from attnlab.highdim.channel import OutputChannel, flat_to_matrix, one_thread
 from attnlab.highdim.channel import flat_to_matrix_map as flat_to_matrix_map
-from attnlab.highdim.channel_nodes import default_nodes
+from attnlab.highdim.channel_nodes import default_nodes, target_grid
 from attnlab.highdim.fixed_point import FixedPoint, Stability, prior_equations, solve_anderson, solve_damped
 from attnlab.highdim.learned_spectrum import PredictedSpectrum, predicted_spectrum
 from attnlab.highdim.newton import solve_newton
@@ -144,8 +144,11 @@ def state_evolution(
         (``t`` the 97.5% quantile of Student's t with ``R − 1`` degrees of freedom, ``R`` the scrambles
         averaged) on at least eight scrambles (:mod:`attnlab.highdim.se_target`), or the budget
         ``max_scrambles`` is spent. ``FixedPoint.accuracy_met`` says which (False too when a batch's
-        refinement fails or the point is not converged); the point is returned either way. Needs the
-        refined solve (``refine`` True, two or more scrambles, ``channel`` None). None (the default): no
+        refinement fails or the point is not converged); the point is returned either way. Below
+        λ̃ = 1e-2 every scramble's product rule takes a finer grid in ``w`` than the default's
+        (:func:`~attnlab.highdim.channel_nodes.target_grid`: 8 × 8 down to λ̃ = 1e-3, 16 × 16 down to 1e-4,
+        24 × 24 below; the default grids move ``q`` by 0.5–1e-3 there), on the default's label nodes. Needs
+        the refined solve (``refine`` True, two or more scrambles, ``channel`` None). None (the default): no
         target, the default solve as it is.
     max_scrambles : int or None
         With ``rtol``: the most scrambles to average (default 64, at least ``scrambles`` and 8). A batch
@@ -180,7 +183,9 @@ def state_evolution(
                 "rtol: expected None unless the solve is refined on scrambles it draws itself (refine=True, "
                 f"scrambles >= 2, channel None), got {rtol!r}"
             )
-        target = (*check_target(rtol, max_scrambles, scrambles), progress)
+        # the finer grid in w below λ̃ = 1e-2, whose bias is below the target (channel_nodes.target_grid)
+        grid = target_grid(setting) if setting.tokens == 2 else None
+        target = (*check_target(rtol, max_scrambles, scrambles), progress, grid)
     elif max_scrambles is not None:
         raise ValueError(f"max_scrambles: expected None without rtol, got {max_scrambles!r}")
     rest = (damping, tol, max_iter, nodes, seed, channel, method, scrambles, pilot, refine, target)
@@ -210,10 +215,11 @@ def _state_evolution_from(
 ) -> FixedPoint:
     """:func:`state_evolution` from the one start ``init`` (or the starts ``starts``), without the retry."""
     scrambles = check_int("scrambles", scrambles, min=1)
+    grid = None if target is None else target[3]
     if nodes is None:
-        nodes = default_nodes(setting)
+        nodes = default_nodes(setting, grid)
     if channel is None:
-        chans = channels(setting, nodes, seed, scrambles)
+        chans = channels(setting, nodes, seed, scrambles, grid)
     elif isinstance(channel, OutputChannel):
         chans = [channel]
     else:
@@ -276,7 +282,7 @@ def _to_target(setting, first, fps, point, settled, nodes, seed, tol, target) ->
     points are each the linearisation of that scramble's own fixed point about the batch's mean-map fixed
     point, and all are averaged with equal weights. A batch whose refinement fails ends the solve with the
     target not met (leaving it out would select the scrambles that did not fail)."""
-    rtol, budget, progress = target
+    rtol, budget, progress, grid = target
     batch = len(fps)
     points, iterations = list(fps), fps[0].iterations
     while True:
@@ -286,7 +292,7 @@ def _to_target(setting, first, fps, point, settled, nodes, seed, tol, target) ->
         size = min(batch, budget - len(points))
         if met or size < 2:
             break
-        chans = channels(setting, nodes, seed + len(points), size)
+        chans = channels(setting, nodes, seed + len(points), size, grid)
         start = replace(first, q=point.q, m=point.m, sigma=point.sigma)
         with one_thread():
             got = _refine(setting, first.alpha, start, chans, tol)
