@@ -106,11 +106,24 @@ def test_a_failed_batch_or_an_unconverged_point_never_meets_the_target(monkeypat
     fp = state_evolution(REF, 0.5, nodes=512, rtol=0.5)
     assert len(calls) == 2 and fp.scrambles == 4 and fp.accuracy_met is False
     monkeypatch.setattr(se, "_refine", real)
-    # the same loose target on a pilot stopped after two map evaluations: converged False, so not met
+    # the same loose target on a pilot stopped after two map evaluations: converged False, so not met, and
+    # no batch is added (none could change that)
+    calls.clear()
+    monkeypatch.setattr(se, "_refine", failing)
     fp = state_evolution(REF, 0.5, nodes=512, rtol=0.5, max_iter=2)
-    assert not fp.converged and fp.accuracy_met is False
-    # the rule itself held: only the convergence keeps the flag down
-    assert target.target_met({k: getattr(fp, k) for k in QUANT}, fp.stderr, fp.scrambles, 0.5)
+    assert not fp.converged and fp.accuracy_met is False and fp.scrambles == 4 and len(calls) == 1
+    monkeypatch.setattr(se, "_refine", real)
+    # rounds that do not settle in a batch (planted: the batch's points flagged unsettled) end the solve there
+    calls.clear()
+
+    def unsettled(*a, **k):
+        calls.append(1)
+        fps, ok = real(*a, **k)
+        return fps, ok and len(calls) == 1
+
+    monkeypatch.setattr(se, "_refine", unsettled)
+    fp = state_evolution(REF, 0.5, nodes=512, rtol=1e-6, max_scrambles=32)
+    assert len(calls) == 2 and fp.scrambles == 8 and not fp.converged and fp.accuracy_met is False
 
 
 def test_a_targeted_solve_takes_the_finer_grid_below_lambda_1e_3(monkeypatch):

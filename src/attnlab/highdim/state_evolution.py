@@ -281,7 +281,8 @@ def _to_target(setting, first, fps, point, settled, nodes, seed, tol, target) ->
     running mean (the pilot ``first`` with its ``(q, m, Σ)``; the pilot is not solved again): its scramble
     points are each the linearisation of that scramble's own fixed point about the batch's mean-map fixed
     point, and all are averaged with equal weights. A batch whose refinement fails ends the solve with the
-    target not met (leaving it out would select the scrambles that did not fail)."""
+    target not met (leaving it out would select the scrambles that did not fail); so does a point that is not
+    converged (the pilot's solve, or rounds that did not settle), which no further batch can change."""
     rtol, budget, progress, grid = target
     batch = len(fps)
     points, iterations = list(fps), fps[0].iterations
@@ -290,7 +291,9 @@ def _to_target(setting, first, fps, point, settled, nodes, seed, tol, target) ->
         if progress is not None:
             progress(len(points), budget, bound_ratio(_values(point), point.stderr, len(points), rtol))
         size = min(batch, budget - len(points))
-        if met or size < 2:
+        # an unconverged point (a pilot that did not converge, rounds that did not settle) never meets the
+        # target, so more scrambles would be spent in vain
+        if met or size < 2 or not point.converged:
             break
         chans = channels(setting, nodes, seed + len(points), size, grid)
         start = replace(first, q=point.q, m=point.m, sigma=point.sigma)
