@@ -131,6 +131,7 @@ CASES: list[tuple[list[str], str]] = [
     (["highdim", "se"], "--alpha"),
     ([*TH, "--kappa0", "-1"], "--kappa0"),
     ([*TH, "--noise", "-0.5"], "--noise"),
+    ([*TH, "--noise", "1e-20"], "--noise"),  # below the resolved floor of the interpolation threshold
     ([*TH, "--tokens", "0"], "--tokens"),
     # ---- highdim train
     ([*TR, "--d", "1"], "--d"),

@@ -1,4 +1,4 @@
-"""Thresholds (THEORY.md C5)."""
+"""Thresholds (docs/highdim.md C5)."""
 
 import math
 
@@ -16,13 +16,13 @@ from attnlab.highdim.thresholds import _P
 
 
 def test_interpolation_reference():
-    # THEORY.md C3/C5 quote 0.153482 (6 digits)
+    # docs/highdim.md C3/C5 quote 0.153482 (6 digits)
     a, _ = interpolation_threshold(0.5, 0.5, 2)
     assert a == pytest.approx(0.153482, abs=1e-6)
 
 
 def test_small_noise_limit():
-    # ᾱ_interp(Δ = 0.002) = 0.4065 (THEORY.md C5) and the gap to (1 + 2κ0 − κ0²)/4 shrinks like Δ^{1/3}
+    # ᾱ_interp(Δ = 0.002) = 0.4065 (docs/highdim.md C5) and the gap to (1 + 2κ0 − κ0²)/4 shrinks like Δ^{1/3}
     k0 = 0.5
     lim = (1 + 2 * k0 - k0 * k0) / 4
     a1 = alpha_bar(interpolation_threshold(k0, 2e-3, 2)[0], 2)
@@ -68,6 +68,30 @@ def test_tiny_noise_limit_rate():
     assert all(g > 0 for g in gaps)
     for g1, g2 in zip(gaps, gaps[1:]):
         assert 0.46 < g2 / g1 < 0.48
+
+
+def test_tiny_noise_down_to_the_floor_and_refused_below():
+    # Down to the floor (NOISE_FLOOR·Q0 = 1.5e-11 at κ0 = 0.5) δ̄ keeps its Δ^(1/3) law (independent check:
+    # the ratio per decade 10^(−1/3) = 0.4642, to 1%); below it the root is rounding noise (measured: from
+    # Δ = 1e-16 on the bracket's end, δ̄ = 9.8e-7, came back for every Δ), so it is refused with one line
+    # naming the noise, for Marchenko–Pastur and a discrete target alike (whose δ̄ jumped to the bracket's
+    # end at Δ = 1e-13)
+    from attnlab.highdim import power_law_spectrum
+    from attnlab.highdim.thresholds import NOISE_FLOOR
+
+    d1 = interpolation_threshold(0.5, 2e-10, 2)[1]
+    d2 = interpolation_threshold(0.5, 2e-11, 2)[1]
+    assert d2 / d1 == pytest.approx(10 ** (-1 / 3), rel=0.01)
+    for bad in (1e-11, 1e-16, 1e-30):
+        with pytest.raises(ValueError, match=r"^noise: expected a label noise of at least 1.5e-11 .* got"):
+            interpolation_threshold(0.5, bad, 2)
+    t = power_law_spectrum(100, 1.0)
+    with pytest.raises(ValueError, match="noise: expected"):
+        interpolation_threshold(0.5, 0.5 * NOISE_FLOOR * t.q0, 2, target=t)
+    above = interpolation_threshold(0.5, 2 * NOISE_FLOOR * t.q0, 2, target=t)[1]
+    assert above == pytest.approx(0.0653, rel=2e-3)
+    with pytest.raises(ValueError, match="noise: expected"):
+        thresholds(0.5, 1e-20, 2)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -309,8 +309,18 @@ def thresholds(
 ) -> None:
     """Interpolation threshold at Δ and perfect-recovery thresholds (always at Δ = 0)."""
     from attnlab.highdim import thresholds as th
+    from attnlab.highdim.spectra import MarchenkoPastur
+    from attnlab.highdim.thresholds import NOISE_FLOOR
 
     _check_setting(kappa0, noise, tokens, 0.0)
+    floor = NOISE_FLOOR * MarchenkoPastur(kappa0).q0
+    if 0 < noise < floor:  # the interpolation threshold is not resolved there (thresholds.NOISE_FLOOR)
+        raise UsageError(
+            "--noise",
+            f"0 (the noiseless limit) or a label noise of at least {floor:.3g} ({NOISE_FLOOR:g}·Q0, below "
+            "which the interpolation threshold is not resolved)",
+            noise,
+        )
     with TaskProgress("solving for the thresholds"):
         out = th(kappa0, noise, tokens).to_dict()
     if noise == 0:

@@ -37,18 +37,35 @@ def alpha_bar(alpha: float, tokens: int) -> float:
     return check_real("alpha", alpha, min=0.0) * (tokens**2 + tokens - 2) / 2
 
 
+#: the smallest label noise, relative to ``Q0``, whose interpolation threshold is resolved: below it
+#: ``Q0 + Δ/2`` differs from ``Q0`` by fewer digits than ``J − (δ/2) ∂δJ`` carries, and the root δ̄ is
+#: noise. For Marchenko–Pastur (κ0 = 0.5, Q0 = 1.5) δ̄ follows its Δ^(1/3) law (ratio 0.464 per decade) down to
+#: Δ = 1e-11, is off by 2% at 1e-14 and 9% at 1e-15, and from 1e-16 on (Q0 + Δ/2 = Q0 in double precision)
+#: the bracket's end comes back (δ̄ = 9.8e-7 for every smaller Δ); for a power-law target of 100 eigenvalues
+#: δ̄ holds at 0.0653 down to Δ = 1e-12 and jumps to 2.5e-4, the bracket's end, at 1e-13.
+NOISE_FLOOR = 1e-11
+
+
 def interpolation_threshold(
     kappa0: float, noise: float, tokens: int, target: MarchenkoPastur | DiscreteSpectrum | None = None
 ) -> tuple[float, float]:
     """``(α_interp, δ̄)``: the sample ratio where the training loss vanishes as ``λ̃ → 0+``.
 
     ``δ̄`` solves ``Q0 + Δ/2 = J(δ̄, 0) − (δ̄/2) ∂_δ J(δ̄, 0)`` and
-    ``α_interp = ∂_δ J(δ̄, 0) / (2 δ̄ (T² + T − 2))``.
+    ``α_interp = ∂_δ J(δ̄, 0) / (2 δ̄ (T² + T − 2))``. ``noise`` must be at least ``NOISE_FLOOR · Q0``
+    (below it the root is not resolved in double precision); the limit Δ → 0+ of ``ᾱ_interp`` for a
+    Marchenko–Pastur target is ``(1 + 2κ0 − κ0²)/4`` (docs/highdim.md C5).
     """
     kappa0 = check_real("kappa0", kappa0, min=0.0, min_open=True)
     noise = check_real("noise", noise, min=0.0, min_open=True)
     tokens = check_int("tokens", tokens, min=2)
     mu0 = target if target is not None else MarchenkoPastur(kappa0)
+    if noise < NOISE_FLOOR * mu0.q0:
+        raise ValueError(
+            f"noise: expected a label noise of at least {NOISE_FLOOR * mu0.q0:.3g} ({NOISE_FLOOR:g}·Q0: "
+            f"below it Q0 + Δ/2 is not resolved from Q0 and the interpolation threshold's δ̄ is not "
+            f"found), got {noise!r}"
+        )
     rhs = mu0.q0 + noise / 2
 
     def g(delta: float) -> float:
