@@ -1,4 +1,4 @@
-"""Subspace geometry (THEORY.md A3): principal angles, overlap forms, HDI, null model, ceiling."""
+"""Subspace geometry (docs/ensemble.md A3): principal angles, overlap forms, HDI, null model, ceiling."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def test_null_reference_values():
     m, sd = null_hdi(384, 32, 12)
     assert m == pytest.approx(1 - 32 / 384, abs=1e-15)
     assert round(m, 6) == 0.916667
-    assert sd == pytest.approx(4.15e-4, rel=2e-3)  # THEORY.md quotes three digits
+    assert sd == pytest.approx(4.15e-4, rel=2e-3)  # docs/ensemble.md quotes three digits
     # standard MHA: H·d_k = d gives 1 − 1/H
     assert null_hdi(768, 64, 12)[0] == pytest.approx(1 - 1 / 12, abs=1e-15)
 
@@ -136,7 +136,7 @@ def test_null_principal_angles_median_near_76_degrees():
     a = null_principal_angles(768, 64, 40, _gen(7))
     assert a.shape == (40, 64)
     assert bool((a.diff(dim=1) >= -1e-12).all())  # ascending
-    # THEORY.md A3: median ≈ 76°; 2560 angles give a median to a fraction of a degree
+    # docs/ensemble.md A3: median ≈ 76°; 2560 angles give a median to a fraction of a degree
     assert float(a.median()) == pytest.approx(76.0, abs=1.0)
 
 

@@ -65,7 +65,7 @@ def test_cross_products_orthogonal_heads_vanish() -> None:
 
 
 def _radial_loop(x, WQ, WK, WV, WO, s):
-    """Direct per-token evaluation of THEORY.md B3 in numpy (column convention)."""
+    """Direct per-token evaluation of docs/flow.md B3 in numpy (column convention)."""
     X = x / np.linalg.norm(x, axis=1, keepdims=True)
     H, n = WQ.shape[0], X.shape[0]
     f = np.zeros((H, n, X.shape[1]))
@@ -106,7 +106,7 @@ def test_radial_dominance_against_loop() -> None:
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 10_000), st.floats(0.05, 5.0), st.floats(0.01, 3.0))
 def test_radial_forms_are_nested(seed: int, s: float, vs: float) -> None:
-    """Form 3 implies form 2 implies form 1 (THEORY.md B3), at every configuration."""
+    """Form 3 implies form 2 implies form 1 (docs/flow.md B3), at every configuration."""
     WQ, WK, WV, WO = _heads(seed, H=3, d=8, k=3)
     x = torch.randn(2, 6, 8, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64)
     rd = radial_dominance(x, WQ, WK, WV * vs, WO, s)

@@ -1,4 +1,4 @@
-"""Free convolution, J and its derivatives (THEORY.md C3)."""
+"""Free convolution, J and its derivatives (docs/highdim.md C3)."""
 
 import math
 
@@ -23,7 +23,7 @@ MP = MarchenkoPastur(0.5)
     ("delta", "eps", "ref"), [(0.3, 0.0, 1.5739), (0.5, 0.4, 1.1439), (1.0, 1.0, 0.8557)]
 )
 def test_J_reference_values(delta, eps, ref):
-    # THEORY.md C3 quotes 4 decimals: the rounding error is at most 5e-5
+    # docs/highdim.md C3 quotes 4 decimals: the rounding error is at most 5e-5
     assert J(MP, delta, eps) == pytest.approx(ref, abs=6e-5)
 
 

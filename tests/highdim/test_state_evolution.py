@@ -1,4 +1,4 @@
-"""State evolution (THEORY.md C3): reference point, proximal solver, stability, conventions."""
+"""State evolution (docs/highdim.md C3): reference point, proximal solver, stability, conventions."""
 
 import math
 
@@ -30,7 +30,7 @@ def ref_fp():
 
 
 def test_reference_fixed_point(ref_fp):
-    # THEORY.md C3: published values from 1000-sample evaluations (±1–2%); we allow 2%
+    # docs/highdim.md C3: published values from 1000-sample evaluations (±1–2%); we allow 2%
     assert ref_fp.converged
     assert ref_fp.test_error == pytest.approx(0.174, rel=0.02)
     assert ref_fp.train_loss == pytest.approx(0.0120, rel=0.02)
@@ -157,7 +157,7 @@ def _fp(**kw):
 
 
 def test_selection_rule_on_constructed_candidates():
-    # THEORY.md C3: the stable fixed point with the lowest training loss, not the lowest overall
+    # docs/highdim.md C3: the stable fixed point with the lowest training loss, not the lowest overall
     c = [
         _fp(train_loss=0.010, stable=False),  # lowest loss but unstable
         _fp(train_loss=0.030, stable=True),

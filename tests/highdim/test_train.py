@@ -1,4 +1,4 @@
-"""Data model, Adam training and the error decomposition (THEORY.md C1, C2, C6)."""
+"""Data model, Adam training and the error decomposition (docs/highdim.md C1, C2, C6)."""
 
 import math
 
