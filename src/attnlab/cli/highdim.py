@@ -156,7 +156,7 @@ def se(
     # α above 1000 is the noiseless limit, reached long before (and the solver's fixed point turns nan)
     check_real("--alpha", alpha, min=0.0, min_open=True, max=1000.0)
     s = Setting(kappa0=kappa0, noise=noise, tokens=tokens, lam=lam, beta=beta, beta0=beta0)
-    # a targeted solve takes a finer grid in w below λ̃ = 1e-3 (state_evolution's rtol)
+    # a targeted solve takes a finer grid in w below λ̃ = 1e-2 (state_evolution's rtol)
     grid = target_grid(s) if rtol is not None and tokens == 2 else None
     if nodes is None:
         nodes = default_nodes(s, grid)
