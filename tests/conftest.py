@@ -1,4 +1,5 @@
-"""Shared fixtures: the engine's test claims and a helper to run the CLI in a subprocess."""
+"""Shared fixtures: the engine's test claims, a helper to run the CLI in a subprocess, and a recorder of the
+node sets a state-evolution solve asks for."""
 
 from __future__ import annotations
 
@@ -55,3 +56,22 @@ def testclaims(monkeypatch):
     import attnlab_testclaims
 
     return attnlab_testclaims
+
+
+@pytest.fixture
+def asked_channels(monkeypatch):
+    """Record the ``(nodes, grid)`` every state-evolution solve asks of ``scrambles.channels`` and hand it
+    512 Sobol nodes per scramble instead, so that a test of which node sets a solve draws stays small."""
+    import importlib
+
+    from attnlab.highdim import OutputChannel
+
+    se = importlib.import_module("attnlab.highdim.state_evolution")
+    asked: list[tuple] = []
+
+    def small(setting, nodes=None, seed=0, scrambles=4, grid=None):
+        asked.append((nodes, grid))
+        return [OutputChannel(setting, 512, seed + i) for i in range(scrambles)]
+
+    monkeypatch.setattr(se, "channels", small)
+    return asked

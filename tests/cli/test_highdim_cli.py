@@ -124,25 +124,14 @@ def test_train_device_option():
         assert str(r.exception) == "--device: expected cpu or an available cuda device, got 'cuda'"
 
 
-def test_se_reports_its_grid_and_takes_the_finer_one_with_a_target_below_1e_3(cli, monkeypatch):
+def test_se_reports_its_grid_and_takes_the_finer_one_with_a_target_below_1e_3(cli, request):
     # the product rule's grid in w is in the JSON (`grid`; Sobol nodes have none); with --rtol below λ̃ = 1e-3
     # the solve takes the 16 × 16 grid on 512 label nodes (131072 nodes per scramble: the channels it asks for
     # are recorded and replaced by 512 Sobol nodes to keep the run small)
-    import importlib
-
-    from attnlab.highdim import OutputChannel
-
     out = cli("highdim", "se", "--alpha", "0.5", "--nodes", "9216", "--scrambles", "2", "--json").json()
     assert (out["rule"], out["grid"], out["nodes_per_scramble"]) == ("product", 5, 256 * 25)
     assert "grid" not in cli("highdim", "se", "--alpha", "0.5", "--nodes", "2048", "--json").json()
-    se = importlib.import_module("attnlab.highdim.state_evolution")
-    asked = []
-
-    def small(setting, nodes=None, seed=0, scrambles=4, grid=None):
-        asked.append((nodes, grid))
-        return [OutputChannel(setting, 512, seed + i) for i in range(scrambles)]
-
-    monkeypatch.setattr(se, "channels", small)
+    asked = request.getfixturevalue("asked_channels")  # from here on the solves' channels are small
     args = ["--lam", "1e-4", "--alpha", "0.25", "--rtol", "0.5", "--max-scrambles", "8", "--json"]
     r = cli("highdim", "se", *args)
     assert r.code == 0, r.stderr

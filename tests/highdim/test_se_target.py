@@ -126,22 +126,12 @@ def test_a_failed_batch_or_an_unconverged_point_never_meets_the_target(monkeypat
     assert len(calls) == 2 and fp.scrambles == 8 and not fp.converged and fp.accuracy_met is False
 
 
-def test_a_targeted_solve_takes_the_finer_grid_below_lambda_1e_3(monkeypatch):
+def test_a_targeted_solve_takes_the_finer_grid_below_lambda_1e_3(asked_channels):
     # Below λ̃ = 1e-3 every scramble of a targeted solve, the first ones and every batch, is drawn with the
-    # 16 × 16 grid in w on the default's 512 label nodes (131072 nodes); without a target, and at λ̃ ≥ 1e-3,
-    # the default grid. The channels are recorded and replaced by 512 Sobol nodes to keep the solve small.
-    import importlib
-
-    from attnlab.highdim import OutputChannel
-
-    se = importlib.import_module("attnlab.highdim.state_evolution")
-    asked = []
-
-    def small(setting, nodes=None, seed=0, scrambles=4, grid=None):
-        asked.append((nodes, grid))
-        return [OutputChannel(setting, 512, seed + i) for i in range(scrambles)]
-
-    monkeypatch.setattr(se, "channels", small)
+    # 16 × 16 grid in w on the default's 512 label nodes (131072 nodes), and 8 × 8 on 2048 for
+    # 1e-3 <= λ̃ < 1e-2; without a target, and at λ̃ >= 1e-2, the default grid. The channels are recorded
+    # and replaced by 512 Sobol nodes to keep the solve small.
+    asked = asked_channels
     low = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=1e-4)
     fp = state_evolution(low, 0.25, rtol=0.5, max_scrambles=12)
     assert fp.scrambles >= 8 and len(asked) >= 2 and set(asked) == {(131072, 16)}
@@ -151,6 +141,10 @@ def test_a_targeted_solve_takes_the_finer_grid_below_lambda_1e_3(monkeypatch):
     asked.clear()
     state_evolution(REF, 0.5, rtol=0.5)  # λ̃ = 1e-2: the default grid and nodes
     assert set(asked) == {(51200, 5)}
+    asked.clear()
+    mid = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=1e-3)  # 8 × 8 on the default's 2048 label nodes
+    state_evolution(mid, 0.3, rtol=0.5)
+    assert set(asked) == {(131072, 8)}
 
 
 #: the many-scramble reference at λ̃ = 1e-2, α = 0.5 (docs/se-accuracy.md, "Node convergence against the
