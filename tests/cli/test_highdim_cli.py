@@ -1,6 +1,7 @@
 """`attnlab highdim` commands: JSON contract and bad input."""
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -160,6 +161,13 @@ def test_se_accuracy_target_json_and_flag(cli):
     assert out["accuracy_met"] is False and out["scrambles"] == 8 and out["converged"] is True
     notes = [ln for ln in r.stderr.splitlines() if "not met" in ln]
     assert len(notes) == 1 and "rtol = 1e-06" in notes[0] and "after 8 scrambles" in notes[0], r.stderr
+    # the budget ran out on a converged point: the note says what would meet the target, by the rule (the
+    # scrambles grow with the square of the standard error's ratio to its bound) and with more nodes
+    ratio = max(out["stderr"][k] / abs(out[k]) for k in ("q", "m", "sigma", "test_error", "train_loss"))
+    ratio /= 1e-6 / 2.364624  # the bound rtol / t(7) at eight scrambles (tabulated quantile)
+    need = re.search(r"about (\d+) scrambles would meet it \(--max-scrambles\)", notes[0])
+    assert need and int(need.group(1)) == pytest.approx(8 * ratio**2, rel=1e-4), notes[0]
+    assert "times its bound" in notes[0] and f"--nodes {4 * out['nodes_per_scramble']}" in notes[0], notes[0]
     # without --rtol: no target fields
     assert "accuracy_met" not in cli("highdim", "se", "--alpha", "0.5", "--nodes", "512", "--json").json()
 

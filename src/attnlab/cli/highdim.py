@@ -8,6 +8,7 @@ estimated against what is available; solving and training show progress.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
@@ -166,7 +167,7 @@ def se(
     _check_nodes(nodes * scrambles, tokens)
     target = {}
     if rtol is not None:
-        from attnlab.highdim.se_target import MIN_SCRAMBLES, TARGETED, check_target
+        from attnlab.highdim.se_target import MIN_SCRAMBLES, TARGETED, bound_ratio, check_target
 
         check_real("--rtol", rtol, min=0.0, max=1.0, min_open=True, max_open=True)
         if scrambles < 2:
@@ -223,9 +224,19 @@ def se(
             worst = max(TARGETED, key=lambda k: fp.stderr[k] / abs(getattr(fp, k)))
             rel = fp.stderr[worst] / abs(getattr(fp, worst))
             why = "" if fp.converged else "the point is not converged; "
+            more = ""
+            if fp.converged and fp.scrambles >= max_scrambles:  # the budget ran out: what would meet it
+                ratio = bound_ratio({k: getattr(fp, k) for k in TARGETED}, fp.stderr, fp.scrambles, rtol)
+                # the standard error falls like R^(-1/2) in the scrambles and about like N^(-0.8 ... -1.1) in
+                # a scramble's label nodes (docs/se-accuracy.md), so more nodes per scramble cost less
+                more = (
+                    f", {ratio:.2g} times its bound: about {math.ceil(fp.scrambles * ratio**2)} scrambles "
+                    f"would meet it (--max-scrambles), or fewer with more nodes per scramble (--nodes "
+                    f"{4 * out['nodes_per_scramble']}, four times these)"
+                )
             err_console.print(
                 f"note: accuracy target rtol = {rtol:g} not met after {fp.scrambles} scrambles (budget "
-                f"{max_scrambles}); {why}the largest relative standard error is {rel:.2g} ({worst})",
+                f"{max_scrambles}); {why}the largest relative standard error is {rel:.2g} ({worst}){more}",
                 markup=False,
                 highlight=False,
                 soft_wrap=True,
