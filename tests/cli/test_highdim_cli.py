@@ -141,7 +141,7 @@ def test_se_reports_its_grid_and_takes_the_finer_one_with_a_target_below_1e_3(cl
     assert set(asked) == {(131072, 16)}
 
 
-def test_se_accuracy_target_json_and_flag(cli):
+def test_se_accuracy_target_json_and_flag(cli, monkeypatch):
     # --rtol adds batches of scrambles until the rule of attnlab.highdim.se_target holds: at λ̃ = 1e-2 on 2048
     # Sobol nodes a scramble's relative spread is at most ~1.2% (Σ), so 1e-2 is met on the minimum of eight
     r = cli("highdim", "se", "--alpha", "0.5", "--nodes", "2048", "--rtol", "1e-2", "--json")
@@ -168,6 +168,24 @@ def test_se_accuracy_target_json_and_flag(cli):
     need = re.search(r"about (\d+) scrambles would meet it \(--max-scrambles\)", notes[0])
     assert need and int(need.group(1)) == pytest.approx(8 * ratio**2, rel=1e-4), notes[0]
     assert "times its bound" in notes[0] and f"--nodes {4 * out['nodes_per_scramble']}" in notes[0], notes[0]
+    # a targeted quantity of exactly zero with an error bar (planted on a real solve's point): the note
+    # names it, with no estimate of what would meet the target, instead of a division by zero
+    import dataclasses
+
+    import attnlab.highdim as hd
+
+    real = hd.state_evolution
+
+    def zero_loss(*a, **k):
+        return dataclasses.replace(real(*a, **k), train_loss=0.0, accuracy_met=False)
+
+    monkeypatch.setattr(hd, "state_evolution", zero_loss)
+    r = cli("highdim", "se", *args)
+    assert r.code == 0, r.stderr
+    notes = [ln for ln in r.stderr.splitlines() if "not met" in ln]
+    assert len(notes) == 1 and "standard error is inf (train_loss)" in notes[0], r.stderr
+    assert "would meet it" not in notes[0]
+    monkeypatch.setattr(hd, "state_evolution", real)
     # without --rtol: no target fields
     assert "accuracy_met" not in cli("highdim", "se", "--alpha", "0.5", "--nodes", "512", "--json").json()
 

@@ -221,12 +221,19 @@ def se(
         out["max_scrambles"] = max_scrambles
         out["accuracy_met"] = fp.accuracy_met
         if not fp.accuracy_met:
-            worst = max(TARGETED, key=lambda k: fp.stderr[k] / abs(getattr(fp, k)))
-            rel = fp.stderr[worst] / abs(getattr(fp, worst))
+
+            def rel_se(k: str) -> float:  # a quantity of zero with an error bar is infinitely far from it
+                v, e = abs(getattr(fp, k)), fp.stderr[k]
+                return e / v if v > 0 else (0.0 if e == 0 else math.inf)
+
+            worst = max(TARGETED, key=rel_se)
+            rel = rel_se(worst)
             why = "" if fp.converged else "the point is not converged; "
             more = ""
-            if fp.converged and fp.scrambles >= max_scrambles:  # the budget ran out: what would meet it
-                ratio = bound_ratio({k: getattr(fp, k) for k in TARGETED}, fp.stderr, fp.scrambles, rtol)
+            ratio = bound_ratio({k: getattr(fp, k) for k in TARGETED}, fp.stderr, fp.scrambles, rtol)
+            # the budget ran out on a converged point: what would meet the target (not where a targeted
+            # quantity is zero with an error bar, whose ratio is infinite)
+            if fp.converged and fp.scrambles >= max_scrambles and math.isfinite(ratio):
                 # the standard error falls like R^(-1/2) in the scrambles and about like N^(-0.8 ... -1.1) in
                 # a scramble's label nodes (docs/se-accuracy.md), so more nodes per scramble cost less
                 more = (
