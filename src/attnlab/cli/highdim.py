@@ -167,7 +167,13 @@ def se(
     _check_nodes(nodes * scrambles, tokens)
     target = {}
     if rtol is not None:
-        from attnlab.highdim.se_target import MIN_SCRAMBLES, TARGETED, bound_ratio, check_target
+        from attnlab.highdim.se_target import (
+            MIN_SCRAMBLES,
+            TARGETED,
+            bound_ratio,
+            check_target,
+            relative_errors,
+        )
 
         check_real("--rtol", rtol, min=0.0, max=1.0, min_open=True, max_open=True)
         if scrambles < 2:
@@ -193,6 +199,7 @@ def se(
             progress=shown if rtol is not None else None,
             **target,
         )
+    rule, used = layout(s, nodes, grid=grid)
     out = {
         "test_error": fp.test_error,
         "train_loss": fp.train_loss,
@@ -209,8 +216,8 @@ def se(
         "alpha": alpha,
         "lam_tilde": lam,
         "scrambles": fp.scrambles,
-        "nodes_per_scramble": layout(s, nodes, grid=grid)[1],
-        "rule": layout(s, nodes, grid=grid)[0],
+        "nodes_per_scramble": used,
+        "rule": rule,
     }
     if out["rule"] == "product":  # the n of its n × n grid in w
         out["grid"] = check_grid(grid, s)
@@ -221,16 +228,13 @@ def se(
         out["max_scrambles"] = max_scrambles
         out["accuracy_met"] = fp.accuracy_met
         if not fp.accuracy_met:
-
-            def rel_se(k: str) -> float:  # a quantity of zero with an error bar is infinitely far from it
-                v, e = abs(getattr(fp, k)), fp.stderr[k]
-                return e / v if v > 0 else (0.0 if e == 0 else math.inf)
-
-            worst = max(TARGETED, key=rel_se)
-            rel = rel_se(worst)
+            values = {k: getattr(fp, k) for k in TARGETED}
+            rels = relative_errors(values, fp.stderr)  # infinite for a zero with an error bar
+            worst = max(rels, key=rels.get)
+            rel = rels[worst]
             why = "" if fp.converged else "the point is not converged; "
             more = ""
-            ratio = bound_ratio({k: getattr(fp, k) for k in TARGETED}, fp.stderr, fp.scrambles, rtol)
+            ratio = bound_ratio(values, fp.stderr, fp.scrambles, rtol)
             # the budget ran out on a converged point: what would meet the target (not where a targeted
             # quantity is zero with an error bar, whose ratio is infinite)
             if fp.converged and fp.scrambles >= max_scrambles and math.isfinite(ratio):

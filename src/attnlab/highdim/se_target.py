@@ -31,8 +31,8 @@ from collections.abc import Mapping
 
 from attnlab.core.validation import check_int, check_real
 
-__all__ = ["TARGETED", "MIN_SCRAMBLES", "MAX_SCRAMBLES", "QUANTILE", "bound", "bound_ratio", "target_met",
-           "check_target"]  # fmt: skip
+__all__ = ["TARGETED", "MIN_SCRAMBLES", "MAX_SCRAMBLES", "QUANTILE", "bound", "relative_errors",
+           "bound_ratio", "target_met", "check_target"]  # fmt: skip
 
 #: the quantities whose relative standard error the target bounds
 TARGETED = ("q", "m", "sigma", "test_error", "train_loss")
@@ -55,17 +55,23 @@ def bound(rtol: float, scrambles: int) -> float:
     return rtol / float(stdtrit(scrambles - 1, QUANTILE))
 
 
+def relative_errors(values: Mapping[str, float], stderr: Mapping[str, float]) -> dict[str, float]:
+    """The relative standard error of each quantity of ``TARGETED`` (a value of zero with a nonzero error:
+    infinite)."""
+    out = {}
+    for k in TARGETED:
+        v, e = abs(float(values[k])), float(stderr[k])
+        out[k] = e / v if v > 0 else (0.0 if e == 0 else math.inf)
+    return out
+
+
 def bound_ratio(
     values: Mapping[str, float], stderr: Mapping[str, float], scrambles: int, rtol: float
 ) -> float:
     """The largest over ``TARGETED`` of the relative standard error over :func:`bound` (≤ 1: within it)."""
     b = bound(rtol, scrambles)
-    worst = 0.0
-    for k in TARGETED:
-        v, e = abs(float(values[k])), float(stderr[k])
-        rel = e / v if v > 0 else (0.0 if e == 0 else math.inf)
-        worst = max(worst, rel / b if math.isfinite(rel) else math.inf)
-    return worst
+    rels = relative_errors(values, stderr).values()
+    return max(rel / b if math.isfinite(rel) else math.inf for rel in rels)
 
 
 def target_met(values: Mapping[str, float], stderr: Mapping[str, float], scrambles: int, rtol: float) -> bool:
