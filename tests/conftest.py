@@ -60,8 +60,9 @@ def testclaims(monkeypatch):
 
 @pytest.fixture
 def asked_channels(monkeypatch):
-    """Record the ``(nodes, grid)`` every state-evolution solve asks of ``scrambles.channels`` and hand it
-    512 Sobol nodes per scramble instead, so that a test of which node sets a solve draws stays small."""
+    """Record the ``(nodes, grid, fold)`` every state-evolution solve asks of ``scrambles.channels`` and hand
+    it 512 Sobol nodes per scramble instead (folded when asked), so that a test of which node sets a solve
+    draws stays small."""
     import importlib
 
     from attnlab.highdim import OutputChannel
@@ -69,9 +70,9 @@ def asked_channels(monkeypatch):
     se = importlib.import_module("attnlab.highdim.state_evolution")
     asked: list[tuple] = []
 
-    def small(setting, nodes=None, seed=0, scrambles=4, grid=None):
-        asked.append((nodes, grid))
-        return [OutputChannel(setting, 512, seed + i) for i in range(scrambles)]
+    def small(setting, nodes=None, seed=0, scrambles=4, grid=None, fold=False):
+        asked.append((nodes, grid, fold))
+        return [OutputChannel(setting, 512, seed + i, fold=fold) for i in range(scrambles)]
 
     monkeypatch.setattr(se, "channels", small)
     return asked

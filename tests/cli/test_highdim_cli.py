@@ -131,6 +131,7 @@ def test_se_reports_its_grid_and_takes_the_finer_one_with_a_target_below_1e_3(cl
     # are recorded and replaced by 512 Sobol nodes to keep the run small)
     out = cli("highdim", "se", "--alpha", "0.5", "--nodes", "9216", "--scrambles", "2", "--json").json()
     assert (out["rule"], out["grid"], out["nodes_per_scramble"]) == ("product", 5, 256 * 25)
+    assert "folded" not in out  # only a targeted solve folds its label nodes
     assert "grid" not in cli("highdim", "se", "--alpha", "0.5", "--nodes", "2048", "--json").json()
     asked = request.getfixturevalue("asked_channels")  # from here on the solves' channels are small
     args = ["--lam", "1e-4", "--alpha", "0.25", "--rtol", "0.5", "--max-scrambles", "8", "--json"]
@@ -138,7 +139,8 @@ def test_se_reports_its_grid_and_takes_the_finer_one_with_a_target_below_1e_3(cl
     assert r.code == 0, r.stderr
     out = r.json()
     assert (out["rule"], out["grid"], out["nodes_per_scramble"]) == ("product", 16, 131072)
-    assert set(asked) == {(131072, 16)}
+    assert out["folded"] is True  # a targeted solve's label nodes are folded (OutputChannel, fold)
+    assert set(asked) == {(131072, 16, True)}
 
 
 def test_se_accuracy_target_json_and_flag(cli, monkeypatch):

@@ -226,6 +226,8 @@ def se(
     if rtol is not None:
         out["rtol"] = rtol
         out["max_scrambles"] = max_scrambles
+        # a targeted solve folds its label nodes into a quadrant of the channel's symmetries at T = 2
+        out["folded"] = s.tokens == 2
         out["accuracy_met"] = fp.accuracy_met
         if not fp.accuracy_met:
             values = {k: getattr(fp, k) for k in TARGETED}

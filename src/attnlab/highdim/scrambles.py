@@ -30,15 +30,17 @@ def channels(
     seed: int = 0,
     scrambles: int = SCRAMBLES,
     grid: int | None = None,
+    fold: bool = False,
 ) -> list[OutputChannel]:
     """``scrambles`` independently scrambled node sets (seeds ``seed``, ``seed + 1``, …) of ``nodes`` nodes
     each (default :func:`~attnlab.highdim.channel_nodes.default_nodes` for ``grid``): what
     :func:`~attnlab.highdim.state_evolution.state_evolution` solves on by default. ``grid``: the product
-    rule's grid in ``w`` (:class:`~attnlab.highdim.channel.OutputChannel`; None: its default)."""
+    rule's grid in ``w`` (:class:`~attnlab.highdim.channel.OutputChannel`; None: its default); ``fold``: label
+    nodes folded into a quadrant of the channel's symmetries (``OutputChannel``, ``fold``)."""
     scrambles = check_int("scrambles", scrambles, min=1)
     if nodes is None:
         nodes = default_nodes(setting, grid)
-    return [OutputChannel(setting, nodes, seed + i, grid=grid) for i in range(scrambles)]
+    return [OutputChannel(setting, nodes, seed + i, grid=grid, fold=fold) for i in range(scrambles)]
 
 
 #: the fields of a FixedPoint averaged over scrambles, and those given a standard error

@@ -147,7 +147,9 @@ def state_evolution(
         refinement fails or the point is not converged); the point is returned either way. Below
         λ̃ = 1e-2 every scramble's product rule takes a finer grid in ``w`` than the default's
         (:func:`~attnlab.highdim.channel_nodes.target_grid`: 8 × 8 down to λ̃ = 1e-3, 16 × 16 down to 1e-4,
-        24 × 24 below; the default grids move ``q`` by 0.5–1e-3 there), on the default's label nodes. Needs
+        24 × 24 below; the default grids move ``q`` by 0.5–1e-3 there), on the default's label nodes, and at
+        T = 2 the label nodes are folded into one quadrant of the output channel's symmetries (the same
+        expectation at about a third of the variance: ``OutputChannel``, ``fold``). Needs
         the refined solve (``refine`` True, two or more scrambles, ``channel`` None). None (the default): no
         target, the default solve as it is.
     max_scrambles : int or None
@@ -183,9 +185,11 @@ def state_evolution(
                 "rtol: expected None unless the solve is refined on scrambles it draws itself (refine=True, "
                 f"scrambles >= 2, channel None), got {rtol!r}"
             )
-        # the finer grid in w below λ̃ = 1e-2, whose bias is below the target (channel_nodes.target_grid)
-        grid = target_grid(setting) if setting.tokens == 2 else None
-        target = (*check_target(rtol, max_scrambles, scrambles), progress, grid)
+        # the finer grid in w below λ̃ = 1e-2, whose bias is below the target (channel_nodes.target_grid), and
+        # the label nodes folded into a quadrant of the channel's symmetries (OutputChannel, fold)
+        two = setting.tokens == 2
+        grid = target_grid(setting) if two else None
+        target = (*check_target(rtol, max_scrambles, scrambles), progress, grid, two)
     elif max_scrambles is not None:
         raise ValueError(f"max_scrambles: expected None without rtol, got {max_scrambles!r}")
     rest = (damping, tol, max_iter, nodes, seed, channel, method, scrambles, pilot, refine, target)
@@ -215,11 +219,11 @@ def _state_evolution_from(
 ) -> FixedPoint:
     """:func:`state_evolution` from the one start ``init`` (or the starts ``starts``), without the retry."""
     scrambles = check_int("scrambles", scrambles, min=1)
-    grid = None if target is None else target[3]
+    grid, fold = (None, False) if target is None else target[3:]
     if nodes is None:
         nodes = default_nodes(setting, grid)
     if channel is None:
-        chans = channels(setting, nodes, seed, scrambles, grid)
+        chans = channels(setting, nodes, seed, scrambles, grid, fold)
     elif isinstance(channel, OutputChannel):
         chans = [channel]
     else:
@@ -283,7 +287,7 @@ def _to_target(setting, first, fps, point, settled, nodes, seed, tol, target) ->
     point, and all are averaged with equal weights. A batch whose refinement fails ends the solve with the
     target not met (leaving it out would select the scrambles that did not fail); so does a point that is not
     converged (the pilot's solve, or rounds that did not settle), which no further batch can change."""
-    rtol, budget, progress, grid = target
+    rtol, budget, progress, grid, fold = target
     batch = len(fps)
     points, iterations = list(fps), fps[0].iterations
     while True:
@@ -295,7 +299,7 @@ def _to_target(setting, first, fps, point, settled, nodes, seed, tol, target) ->
         # target, so more scrambles would be spent in vain
         if met or size < 2 or not point.converged:
             break
-        chans = channels(setting, nodes, seed + len(points), size, grid)
+        chans = channels(setting, nodes, seed + len(points), size, grid, fold)
         start = replace(first, q=point.q, m=point.m, sigma=point.sigma)
         with one_thread():
             got = _refine(setting, first.alpha, start, chans, tol)
