@@ -415,10 +415,11 @@ def test_se_accuracy_study(benchmark):
 @pytest.mark.benchmark(group="highdim")
 def test_se_target_study(benchmark):
     # the accuracy target (docs/se-accuracy.md, "What 1e-3 costs"): rtol = 1e-3 at the four points of the
-    # study, seeds 0, 100, 200, default nodes (a targeted solve's finer grids below λ̃ = 1e-2): scrambles
-    # averaged, whether the target was met, the solve's CPU seconds, and each quantity's relative error, its
-    # relative standard error and the error in combined standard errors against _SE_REFERENCE. About 10
-    # CPU-minutes (the points at λ̃ = 1e-4 and 1e-5 spend their budget of 64 scrambles).
+    # study, seeds 0, 100, 200, default nodes (a targeted solve's finer grids below λ̃ = 1e-2, its label nodes
+    # folded): scrambles averaged, whether the target was met, the solve's CPU seconds, and each quantity's
+    # relative error, its relative standard error and the error in combined standard errors against
+    # _SE_REFERENCE. About 10 CPU-minutes (the points at λ̃ = 1e-4 and 1e-5 spend their budget of 64
+    # scrambles).
     benchmark.pedantic(lambda: None, rounds=1, iterations=1)
     for lam, alpha in _ACCURACY_POINTS:
         ref = _SE_REFERENCE[(lam, alpha)]
@@ -438,3 +439,46 @@ def test_se_target_study(benchmark):
             }  # fmt: skip
             head = f"λ̃ = {lam:g}, α = {alpha}, seed {seed}: {fp.scrambles} scrambles"
             print(f"\n{head}, met {fp.accuracy_met}, {cpu:.1f} CPU-s; " + "; ".join(cells))
+
+
+def _hats_spread(s, x, alpha, label, grid, fold, scrambles, seed):
+    """One scramble's relative spread of (q̂, m̂, Σ̂, E[M]) at fixed order parameters x over ``scrambles``
+    product-rule channels, their mean, and the CPU-s a scramble (both starts cold, as the default solve)."""
+    from attnlab.highdim import OutputChannel
+
+    q, m, sg = x
+    rows, t = [], time.process_time()
+    for r in range(scrambles):
+        ch = OutputChannel(s, label * grid * grid, seed + r, rule="product", grid=grid, fold=fold)
+        z = ch.z_of(q, m)
+        h, M = ch.prox_best(z, sg)
+        rows.append(ch.average(ch.node_terms(q, m, sg, alpha, z, h, M)).numpy())
+    rows = np.array(rows)
+    return rows.std(0, ddof=1) / np.abs(rows.mean(0)), rows.mean(0), (time.process_time() - t) / scrambles
+
+
+@pytest.mark.benchmark(group="highdim")
+def test_fold_study(benchmark):
+    # folded label nodes against the whole plane (docs/se-accuracy.md, "Folded label nodes"): at the reference
+    # points' order parameters (_SE_REFERENCE), one scramble's relative spread of (q̂, m̂, Σ̂, E[M]) on the same
+    # label nodes and grid, ten scrambles each, the two means in combined standard errors, CPU-s a scramble.
+    # About 40 CPU-s.
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    cases = (((1e-2, 0.5), 2048, 5), ((1e-4, 0.25), 2048, 12), ((1e-4, 0.25), 512, 12))
+    for (lam, alpha), label, grid in cases:
+        ref = _SE_REFERENCE[(lam, alpha)]
+        s = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=lam)
+        x = (ref["q"][0], ref["m"][0], ref["sigma"][0])
+        whole = _hats_spread(s, x, alpha, label, grid, False, 10, 2000)
+        folded = _hats_spread(s, x, alpha, label, grid, True, 10, 2000)
+        dev = (folded[1] - whole[1]) / (np.hypot(folded[0] * folded[1], whole[0] * whole[1]) / math.sqrt(10))
+        key = f"lam{lam}_label{label}_grid{grid}"
+        benchmark.extra_info[key] = {"whole": whole[0].tolist(), "folded": folded[0].tolist()}
+        print(
+            f"\nλ̃ = {lam:g}, {label} label nodes × {grid} × {grid}: spread ×1e-4 whole "
+            + ", ".join(f"{v * 1e4:.2f}" for v in whole[0])
+            + " → folded "
+            + ", ".join(f"{v * 1e4:.2f}" for v in folded[0])
+            + f"; means apart by {', '.join(f'{d:+.1f}' for d in dev)} standard errors; "
+            f"CPU-s a scramble {whole[2]:.2f} and {folded[2]:.2f}"
+        )

@@ -137,8 +137,9 @@ def se(
         "--rtol",
         help="Relative accuracy to reach, in (0, 1): adds batches of --scrambles new scrambles until the "
         "relative standard error of q, m, Σ, the test error and the training loss is at most rtol/t (t the "
-        "95% t quantile, at least 8 scrambles) or --max-scrambles is spent; `accuracy_met` in the JSON "
-        "(docs/se-accuracy.md).",
+        "95% t quantile, at least 8 scrambles) or --max-scrambles is spent; `accuracy_met` in the JSON. At "
+        "T = 2 its label nodes are folded into a quadrant of the channel's symmetries (`folded`; "
+        "docs/se-accuracy.md).",
     ),
     max_scrambles: int | None = typer.Option(
         None, "--max-scrambles", help="With --rtol: the most scrambles to average (default 64)."
