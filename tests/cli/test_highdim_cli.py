@@ -141,6 +141,16 @@ def test_se_reports_its_grid_and_takes_the_finer_one_with_a_target_below_1e_3(cl
     assert (out["rule"], out["grid"], out["nodes_per_scramble"]) == ("product", 16, 131072)
     assert out["folded"] is True  # a targeted solve's label nodes are folded (OutputChannel, fold)
     assert set(asked) == {(131072, 16, True)}
+    # --no-fold keeps a targeted solve on the whole plane; --fold folds the default solve
+    asked.clear()
+    out = cli("highdim", "se", *args, "--no-fold").json()
+    assert out["folded"] is False and set(asked) == {(131072, 16, False)}
+    asked.clear()
+    out = cli("highdim", "se", "--lam", "1e-4", "--alpha", "0.25", "--fold", "--json").json()
+    assert out["folded"] is True and asked == [(73728, None, True)] and "rtol" not in out
+    r = cli("highdim", "se", "--alpha", "0.5", "--tokens", "3", "--fold", "--json")
+    assert r.code == 2 and r.json()["error"]["argument"] == "--fold"  # with --json the error is JSON too
+    assert "--fold: expected --tokens 2 (the symmetries it folds are those of two tokens), got 3" in r.stderr
 
 
 def test_se_accuracy_target_json_and_flag(cli, monkeypatch):

@@ -120,3 +120,31 @@ def test_fold_layout_and_checks():
         OutputChannel(s, 512, fold="yes")
     with pytest.raises(ValueError, match=r"^fold: True needs tokens = 2, got tokens = 3$"):
         OutputChannel(Setting(tokens=3), 512, fold=True)
+
+
+def test_the_solve_folds_on_request(asked_channels):
+    # state_evolution's fold: None folds with a target at T = 2 only (the default solve keeps the whole
+    # plane), True and False ask for it either way; sweep passes it to its shared channels. The channels asked
+    # for are recorded and replaced by 512 Sobol nodes (folded where asked) to keep the solves small.
+    from attnlab.highdim import state_evolution as solve
+    from attnlab.highdim import sweep
+
+    asked = asked_channels
+    low = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=1e-4)
+    solve(low, 0.25, fold=True)
+    assert asked == [(73728, None, True)]
+    asked.clear()
+    fp = solve(low, 0.25, rtol=0.5, max_scrambles=8, fold=False)
+    assert fp.accuracy_met and set(asked) == {(131072, 16, False)}
+    asked.clear()
+    sweep(low, [0.25, 0.3], fold=True)
+    assert asked == [(None, None, True)]
+    s3 = Setting(tokens=3)
+    with pytest.raises(ValueError, match=r"^fold: expected None, True or False, got 1$"):
+        solve(low, 0.25, fold=1)
+    with pytest.raises(ValueError, match=r"^fold: expected None when channel is given"):
+        solve(low, 0.25, fold=True, channel=OutputChannel(low, 512))
+    with pytest.raises(ValueError, match=r"^fold: True needs tokens = 2, got tokens = 3$"):
+        solve(s3, 0.25, fold=True)
+    with pytest.raises(ValueError, match=r"^fold: expected None, True or False, got 'no'$"):
+        sweep(low, [0.25], fold="no")

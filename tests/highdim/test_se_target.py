@@ -163,13 +163,14 @@ def _errors(fp) -> dict[str, float]:
 
 
 def test_target_reached_against_the_reference(monkeypatch):
-    # rtol = 3e-3 on 2048 Sobol nodes per scramble, folded (OutputChannel, fold: a scramble's relative spread
-    # 0.9% on Σ, 0.4% on q), seed 1: the rule adds batches to 36 scrambles; every quantity within rtol of the reference
-    # (measured: at most 0.18 rtol; the reference's own standard error is 0.01 rtol or less). Planted fault: a
-    # rule without the quantile (t = 1) and without the minimum stops on the first batch, and reports the
-    # target met with a quantity off by 1.06 rtol: the same check fails. (Folded nodes leave the faulted rule
-    # less room than whole-plane ones did: over seeds 0-9 at 3e-3 it stopped within rtol in eight, at 0.07-0.81
-    # of it, and off by 1.06 at seeds 1 and 7; the coverage test above measures such a rule's failure rate.)
+    # rtol = 3e-3 on 2048 Sobol nodes per scramble, folded (OutputChannel, fold: a scramble's relative
+    # spread 0.9% on Σ, 0.4% on q), seed 1: the rule adds batches to 36 scrambles; every quantity within rtol
+    # of the reference (measured: at most 0.18 rtol; the reference's own standard error is 0.01 rtol or
+    # less). Planted fault: a rule without the quantile (t = 1) and without the minimum stops on the first
+    # batch, and reports the target met with a quantity off by 1.06 rtol: the same check fails. (Folded nodes
+    # leave the faulted rule less room than whole-plane ones did: over seeds 0-9 at 3e-3 it stopped within
+    # rtol in eight, at 0.07-0.81 of it, and off by 1.06 at seeds 1 and 7; the coverage test above measures
+    # such a rule's failure rate.)
     rtol = 3e-3
     fp = state_evolution(REF, 0.5, nodes=2048, seed=1, rtol=rtol)
     assert fp.accuracy_met and fp.converged and fp.scrambles >= target.MIN_SCRAMBLES

@@ -69,6 +69,7 @@ def state_evolution(
     refine: bool = True,
     rtol: float | None = None,
     max_scrambles: int | None = None,
+    fold: bool | None = None,
     progress: Callable[[int, int, float], None] | None = None,
 ) -> FixedPoint:
     """Solve the state-evolution equations of docs/highdim.md C3 at sample ratio ``α = n/d²``.
@@ -149,12 +150,18 @@ def state_evolution(
         (:func:`~attnlab.highdim.channel_nodes.target_grid`: 8 × 8 down to λ̃ = 1e-3, 16 × 16 down to 1e-4,
         24 × 24 below; the default grids move ``q`` by 0.5–1e-3 there), on the default's label nodes, and at
         T = 2 the label nodes are folded into one quadrant of the output channel's symmetries (the same
-        expectation at about a third of the variance: ``OutputChannel``, ``fold``). Needs
+        expectation at about a third of the variance: ``fold``). Needs
         the refined solve (``refine`` True, two or more scrambles, ``channel`` None). None (the default): no
         target, the default solve as it is.
     max_scrambles : int or None
         With ``rtol``: the most scrambles to average (default 64, at least ``scrambles`` and 8). A batch
         holds ``scrambles`` scrambles' nodes at once, as the default solve.
+    fold : bool or None
+        Fold the label nodes of the scrambles the solver draws into one quadrant of the output channel's
+        symmetries (T = 2; :class:`~attnlab.highdim.channel.OutputChannel`, ``fold``): the same expectation,
+        about half the standard error at the same cost at λ̃ = 1e-2 and 1e-3 (docs/se-accuracy.md, "Folded
+        label nodes"). None (the default): folded with ``rtol`` at T = 2, else not (the default solve, whose
+        numbers the claims use). Needs ``channel`` None.
     progress : callable(scrambles, max_scrambles, ratio), optional
         With ``rtol``: called after each batch with the scrambles averaged so far and the largest relative
         standard error over its bound ``rtol / t`` (≤ 1 once within it), e.g. to drive a progress bar.
@@ -177,6 +184,14 @@ def state_evolution(
     some scrambles and none near it on others); the default start then finds the point the solve reports
     without a warm start.
     """
+    if fold is not None:
+        if not isinstance(fold, bool):
+            raise ValueError(f"fold: expected None, True or False, got {fold!r}")
+        if channel is not None:
+            raise ValueError(f"fold: expected None when channel is given (its nodes are drawn), got {fold!r}")
+        if fold and setting.tokens != 2:
+            raise ValueError(f"fold: True needs tokens = 2, got tokens = {setting.tokens}")
+    folded = (rtol is not None and setting.tokens == 2) if fold is None else fold
     target = None
     if rtol is not None:
         scrambles = check_int("scrambles", scrambles, min=1)
@@ -185,14 +200,13 @@ def state_evolution(
                 "rtol: expected None unless the solve is refined on scrambles it draws itself (refine=True, "
                 f"scrambles >= 2, channel None), got {rtol!r}"
             )
-        # the finer grid in w below λ̃ = 1e-2, whose bias is below the target (channel_nodes.target_grid), and
-        # the label nodes folded into a quadrant of the channel's symmetries (OutputChannel, fold)
-        two = setting.tokens == 2
-        grid = target_grid(setting) if two else None
-        target = (*check_target(rtol, max_scrambles, scrambles), progress, grid, two)
+        # the finer grid in w below λ̃ = 1e-2, whose bias is below the target (channel_nodes.target_grid); the
+        # label nodes folded into a quadrant of the channel's symmetries unless asked not to (OutputChannel)
+        grid = target_grid(setting) if setting.tokens == 2 else None
+        target = (*check_target(rtol, max_scrambles, scrambles), progress, grid, folded)
     elif max_scrambles is not None:
         raise ValueError(f"max_scrambles: expected None without rtol, got {max_scrambles!r}")
-    rest = (damping, tol, max_iter, nodes, seed, channel, method, scrambles, pilot, refine, target)
+    rest = (damping, tol, max_iter, nodes, seed, channel, method, scrambles, pilot, refine, target, folded)
     first = _state_evolution_from(setting, alpha, init, starts, *rest)
     if init is None or starts is not None or first.converged:
         return first
@@ -216,10 +230,11 @@ def _state_evolution_from(
     pilot,
     refine,
     target=None,
+    fold=False,
 ) -> FixedPoint:
     """:func:`state_evolution` from the one start ``init`` (or the starts ``starts``), without the retry."""
     scrambles = check_int("scrambles", scrambles, min=1)
-    grid, fold = (None, False) if target is None else target[3:]
+    grid = None if target is None else target[3]
     if nodes is None:
         nodes = default_nodes(setting, grid)
     if channel is None:
@@ -439,18 +454,21 @@ def sweep(
 ) -> list[FixedPoint]:
     """Fixed points along a sweep of ``α`` (or of ``λ̃`` when ``lams`` is given, at ``alphas[0]``),
     each warm-started from its neighbour's fixed point (``warm=False``: each from the default start, to
-    measure what continuation saves) and sharing one set of nodes per setting."""
+    measure what continuation saves) and sharing one set of nodes per setting (folded with ``fold=True``, as
+    :func:`state_evolution`'s ``fold``)."""
     out: list[FixedPoint] = []
     prev: FixedPoint | None = None
 
     # the channels carry the scrambles (read before they leave kwargs); nodes and seed go on to each solve as
     # to a direct one
-    scrambles = kwargs.get("scrambles", SCRAMBLES)
+    scrambles, fold = kwargs.get("scrambles", SCRAMBLES), kwargs.get("fold")
+    if fold is not None and not isinstance(fold, bool):
+        raise ValueError(f"fold: expected None, True or False, got {fold!r}")
 
     def chans(s: Setting):
-        return channels(s, kwargs.get("nodes"), kwargs.get("seed", 0), scrambles)
+        return channels(s, kwargs.get("nodes"), kwargs.get("seed", 0), scrambles, fold=bool(fold))
 
-    kwargs = {k: v for k, v in kwargs.items() if k != "scrambles"}
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("scrambles", "fold")}
     if lams is None:
         ch = chans(setting)
         for a in alphas:
