@@ -418,8 +418,8 @@ def test_se_target_study(benchmark):
     # study, seeds 0, 100, 200, default nodes (a targeted solve's finer grids below λ̃ = 1e-2, its label nodes
     # folded): scrambles averaged, whether the target was met, the solve's CPU seconds, and each quantity's
     # relative error, its relative standard error and the error in combined standard errors against
-    # _SE_REFERENCE. About 10 CPU-minutes (the points at λ̃ = 1e-4 and 1e-5 spend their budget of 64
-    # scrambles).
+    # _SE_REFERENCE. About 15 CPU-minutes (at λ̃ = 1e-4 and 1e-5 the target's 2048 label nodes a scramble,
+    # 16–20 scrambles).
     benchmark.pedantic(lambda: None, rounds=1, iterations=1)
     for lam, alpha in _ACCURACY_POINTS:
         ref = _SE_REFERENCE[(lam, alpha)]

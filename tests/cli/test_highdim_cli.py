@@ -148,6 +148,13 @@ def test_se_reports_its_grid_and_takes_the_finer_one_with_a_target_below_1e_3(cl
     asked.clear()
     out = cli("highdim", "se", "--lam", "1e-4", "--alpha", "0.25", "--fold", "--json").json()
     assert out["folded"] is True and asked == [(73728, None, True)] and "rtol" not in out
+    # a target below 2e-3 there takes 2048 label nodes (channel_nodes.target_nodes)
+    asked.clear()
+    out = cli("highdim", "se", "--lam", "1e-4", "--alpha", "0.25", "--rtol", "1e-3", "--max-scrambles", "8",
+              "--json").json()  # fmt: skip
+    assert out["nodes_per_scramble"] == 524288 and set(asked) == {(524288, 16, True)}
+    r = cli("highdim", "se", "--lam", "1e-5", "--alpha", "0.2", "--rtol", "-1", "--json")
+    assert r.code == 2 and r.json()["error"]["argument"] == "--rtol"  # checked before the nodes it sizes
     r = cli("highdim", "se", "--alpha", "0.5", "--tokens", "3", "--fold", "--json")
     assert r.code == 2 and r.json()["error"]["argument"] == "--fold"  # with --json the error is JSON too
     assert "--fold: expected --tokens 2 (the symmetries it folds are those of two tokens), got 3" in r.stderr

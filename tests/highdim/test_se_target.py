@@ -148,6 +148,31 @@ def test_a_targeted_solve_takes_the_finer_grid_below_lambda_1e_3(asked_channels)
     mid = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=1e-3)  # 8 × 8 on the default's 2048 label nodes
     state_evolution(mid, 0.3, rtol=0.5)
     assert set(asked) == {(131072, 8, True)}
+    # a target below 2e-3 takes 2048 label nodes below λ̃ = 1e-3 (channel_nodes.target_nodes), none above
+    asked.clear()
+    state_evolution(low, 0.25, rtol=1e-3, max_scrambles=8)
+    assert set(asked) == {(524288, 16, True)}
+    asked.clear()
+    state_evolution(mid, 0.3, rtol=1e-3, max_scrambles=8)
+    assert set(asked) == {(131072, 8, True)}
+
+
+def test_target_nodes_take_more_label_nodes_for_a_fine_target_below_lambda_1e_3():
+    # channel_nodes.target_nodes: the default's label nodes times the target grid, except below λ̃ = 1e-3 at
+    # rtol < FINE_TARGET (2e-3), where 512 label nodes become 2048; other token counts keep their Sobol nodes
+    from attnlab.highdim.channel_nodes import FINE_TARGET, default_nodes, target_grid, target_nodes
+
+    def at(lam, rtol, tokens=2):
+        s = Setting(kappa0=0.5, noise=0.5, tokens=tokens, lam=lam)
+        return target_nodes(s, rtol, target_grid(s) if tokens == 2 else None)
+
+    assert FINE_TARGET == 2e-3
+    fine = [at(1e-2, 1e-3), at(1e-3, 1e-3), at(1e-4, 1e-3), at(1e-5, 1e-3)]
+    assert fine == [51200, 131072, 524288, 1179648]
+    assert [at(1e-4, 2e-3), at(1e-4, 1.99e-3), at(1e-5, 0.5)] == [131072, 524288, 294912]
+    low = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=1e-4)
+    assert at(1e-4, 2e-3) == default_nodes(low, target_grid(low))
+    assert at(1e-4, 1e-3, tokens=3) == 73728
 
 
 #: the many-scramble reference at λ̃ = 1e-2, α = 0.5 (docs/se-accuracy.md, "Node convergence against the

@@ -117,7 +117,8 @@ def se(
         "on: Sobol label nodes times an n × n Gauss–Hermite grid, n = 5 at λ̃ ≥ 1e-2, 6 down to 1e-3 and 12 "
         "below; with --rtol 8 down to 1e-3, 16 down to 1e-4 and 24 below; `rule` and `grid` in the JSON; "
         "else scrambled Sobol). Default: 2048 label nodes, at most 73728 nodes (51200 at λ̃ ≥ 1e-2, else "
-        "73728; with --rtol the default's label nodes times the finer grid).",
+        "73728; with --rtol the default's label nodes times the finer grid, and 2048 label nodes below "
+        "λ̃ = 1e-3 when --rtol < 2e-3).",
     ),
     scrambles: int = typer.Option(
         4,
@@ -159,7 +160,7 @@ def se(
     """
     from attnlab.core.validation import check_int, check_real
     from attnlab.highdim import Setting, state_evolution
-    from attnlab.highdim.channel_nodes import check_grid, default_nodes, layout, target_grid
+    from attnlab.highdim.channel_nodes import check_grid, default_nodes, layout, target_grid, target_nodes
 
     _check_setting(kappa0, noise, tokens, lam, beta, beta0)
     if fold and tokens != 2:
@@ -167,10 +168,13 @@ def se(
     # α above 1000 is the noiseless limit, reached long before (and the solver's fixed point turns nan)
     check_real("--alpha", alpha, min=0.0, min_open=True, max=1000.0)
     s = Setting(kappa0=kappa0, noise=noise, tokens=tokens, lam=lam, beta=beta, beta0=beta0)
-    # a targeted solve takes a finer grid in w below λ̃ = 1e-2 (state_evolution's rtol)
+    # a targeted solve takes a finer grid in w below λ̃ = 1e-2 and, for a fine target below λ̃ = 1e-3, more
+    # label nodes (state_evolution's rtol; channel_nodes.target_nodes)
     grid = target_grid(s) if rtol is not None and tokens == 2 else None
+    if rtol is not None:
+        check_real("--rtol", rtol, min=0.0, max=1.0, min_open=True, max_open=True)
     if nodes is None:
-        nodes = default_nodes(s, grid)
+        nodes = default_nodes(s) if rtol is None else target_nodes(s, rtol, grid)
     _check_nodes(nodes, tokens)
     check_int("--scrambles", scrambles, min=1, max=64)
     # the refinement holds every scramble's nodes in one batch (a targeted solve's batches too)
@@ -185,7 +189,6 @@ def se(
             relative_errors,
         )
 
-        check_real("--rtol", rtol, min=0.0, max=1.0, min_open=True, max_open=True)
         if scrambles < 2:
             raise UsageError("--rtol", "--scrambles of at least 2 (the target adds refined scrambles)", rtol)
         if max_scrambles is not None:

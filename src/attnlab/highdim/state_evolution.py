@@ -21,7 +21,7 @@ import numpy as np
 from attnlab.core.validation import check_int, check_real
 from attnlab.highdim.channel import OutputChannel, flat_to_matrix, one_thread
 from attnlab.highdim.channel import flat_to_matrix_map as flat_to_matrix_map
-from attnlab.highdim.channel_nodes import default_nodes, target_grid
+from attnlab.highdim.channel_nodes import default_nodes, target_grid, target_nodes
 from attnlab.highdim.fixed_point import FixedPoint, Stability, prior_equations, solve_anderson, solve_damped
 from attnlab.highdim.learned_spectrum import PredictedSpectrum, predicted_spectrum
 from attnlab.highdim.newton import solve_newton
@@ -148,11 +148,12 @@ def state_evolution(
         refinement fails or the point is not converged); the point is returned either way. Below
         λ̃ = 1e-2 every scramble's product rule takes a finer grid in ``w`` than the default's
         (:func:`~attnlab.highdim.channel_nodes.target_grid`: 8 × 8 down to λ̃ = 1e-3, 16 × 16 down to 1e-4,
-        24 × 24 below; the default grids move ``q`` by 0.5–1e-3 there), on the default's label nodes, and at
-        T = 2 the label nodes are folded into one quadrant of the output channel's symmetries (the same
-        expectation at about a third of the variance: ``fold``). Needs
-        the refined solve (``refine`` True, two or more scrambles, ``channel`` None). None (the default): no
-        target, the default solve as it is.
+        24 × 24 below; the default grids move ``q`` by 0.5–1e-3 there), on the default's label nodes
+        (2048 instead of 512 below λ̃ = 1e-3 when ``rtol`` < 2e-3, which 1e-3 needs there within the
+        budget: :func:`~attnlab.highdim.channel_nodes.target_nodes`), and at T = 2 the label nodes are
+        folded into one quadrant of the output channel's symmetries (the same expectation at about a third
+        of the variance: ``fold``). Needs the refined solve (``refine`` True, two or more scrambles,
+        ``channel`` None). None (the default): no target, the default solve as it is.
     max_scrambles : int or None
         With ``rtol``: the most scrambles to average (default 64, at least ``scrambles`` and 8). A batch
         holds ``scrambles`` scrambles' nodes at once, as the default solve.
@@ -236,7 +237,7 @@ def _state_evolution_from(
     scrambles = check_int("scrambles", scrambles, min=1)
     grid = None if target is None else target[3]
     if nodes is None:
-        nodes = default_nodes(setting, grid)
+        nodes = default_nodes(setting) if target is None else target_nodes(setting, target[0], grid)
     if channel is None:
         chans = channels(setting, nodes, seed, scrambles, grid, fold)
     elif isinstance(channel, OutputChannel):
