@@ -242,7 +242,6 @@ def se(
     if rtol is not None:
         out["rtol"] = rtol
         out["max_scrambles"] = max_scrambles
-
         out["accuracy_met"] = fp.accuracy_met
         if not fp.accuracy_met:
             values = {k: getattr(fp, k) for k in TARGETED}
