@@ -131,7 +131,7 @@ def test_se_reports_its_grid_and_takes_the_finer_one_with_a_target_below_1e_3(cl
     # are recorded and replaced by 512 Sobol nodes to keep the run small)
     out = cli("highdim", "se", "--alpha", "0.5", "--nodes", "9216", "--scrambles", "2", "--json").json()
     assert (out["rule"], out["grid"], out["nodes_per_scramble"]) == ("product", 5, 256 * 25)
-    assert "folded" not in out  # only a targeted solve folds its label nodes
+    assert out["folded"] is True  # at T = 2 every solve folds its label nodes (channel_nodes.default_fold)
     assert "grid" not in cli("highdim", "se", "--alpha", "0.5", "--nodes", "2048", "--json").json()
     asked = request.getfixturevalue("asked_channels")  # from here on the solves' channels are small
     args = ["--lam", "1e-4", "--alpha", "0.25", "--rtol", "0.5", "--max-scrambles", "8", "--json"]
@@ -139,15 +139,18 @@ def test_se_reports_its_grid_and_takes_the_finer_one_with_a_target_below_1e_3(cl
     assert r.code == 0, r.stderr
     out = r.json()
     assert (out["rule"], out["grid"], out["nodes_per_scramble"]) == ("product", 16, 131072)
-    assert out["folded"] is True  # a targeted solve's label nodes are folded (OutputChannel, fold)
+    assert out["folded"] is True  # a targeted solve's label nodes are folded too (OutputChannel, fold)
     assert set(asked) == {(131072, 16, True)}
-    # --no-fold keeps a targeted solve on the whole plane; --fold folds the default solve
+    # --no-fold keeps a targeted solve, or the default one, on the whole plane; --fold at T = 2 is the default
     asked.clear()
     out = cli("highdim", "se", *args, "--no-fold").json()
     assert out["folded"] is False and set(asked) == {(131072, 16, False)}
     asked.clear()
+    out = cli("highdim", "se", "--lam", "1e-4", "--alpha", "0.25", "--no-fold", "--json").json()
+    assert out["folded"] is False and asked == [(73728, None, False)] and "rtol" not in out
+    asked.clear()
     out = cli("highdim", "se", "--lam", "1e-4", "--alpha", "0.25", "--fold", "--json").json()
-    assert out["folded"] is True and asked == [(73728, None, True)] and "rtol" not in out
+    assert out["folded"] is True and asked == [(73728, None, True)]
     # a target below 2e-3 there takes 2048 label nodes (channel_nodes.target_nodes)
     asked.clear()
     out = cli("highdim", "se", "--lam", "1e-4", "--alpha", "0.25", "--rtol", "1e-3", "--max-scrambles", "8",

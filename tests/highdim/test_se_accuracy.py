@@ -93,9 +93,11 @@ def test_refined_solve_settles_where_the_map_is_nearly_singular():
     # is the whole Newton solve on every scramble (refine=False). Their points differ by the nonlinearity
     # over a 12% spread of the scrambles (the refined point is the mean map's fixed point, the whole solves'
     # the mean of the fixed points), so the two are held within two combined standard errors, not a fifth.
+    # The oscillation was seen on the whole plane's label nodes, so the test keeps them (fold=False); on the
+    # folded ones, the default, this point is no better resolved (docs/se-accuracy.md, "Folded label nodes").
     s = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=0.01, beta=2.0, beta0=2.0)
-    a = state_evolution(s, 1.0, nodes=8192, seed=0)
-    b = state_evolution(s, 1.0, nodes=8192, seed=0, refine=False)
+    a = state_evolution(s, 1.0, nodes=8192, seed=0, fold=False)
+    b = state_evolution(s, 1.0, nodes=8192, seed=0, refine=False, fold=False)
     assert a.converged and b.converged
     for k in ("q", "m", "sigma", "test_error", "train_loss"):
         assert abs(getattr(a, k) - getattr(b, k)) < 2 * math.hypot(a.stderr[k], b.stderr[k]), k

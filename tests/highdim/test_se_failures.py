@@ -11,7 +11,9 @@ import attnlab.highdim.refine as refine_mod
 from attnlab.highdim import OutputChannel, Setting, state_evolution
 from attnlab.highdim.fixed_point import finish, solve_damped
 
-# β = β0 = 2, λ̃ = 1e-2 (temperature's setting): two branches of fixed points coexist near α = 0.99–1
+# β = β0 = 2, λ̃ = 1e-2 (temperature's setting): two branches of fixed points coexist near α = 0.99–1. The
+# failures below were seen on the whole plane's label nodes, so the solves here keep them (fold=False); the
+# folded nodes, the default at T = 2, fail at other seeds there (docs/se-accuracy.md, "Folded label nodes").
 TEMP = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=0.01, beta=2.0, beta0=2.0)
 # the converged default solve at α = 1 on four scrambles of 4096 nodes (q, m, Σ), a sweep's warm start
 AT_ONE = (2.0299520585705713, 1.637161507619056, 0.7113606473469278)
@@ -32,8 +34,8 @@ def test_warm_start_by_a_fold_is_retried_from_the_default_start():
     # disagree by branch), and the solve is repeated from the default start, which converges. The
     # independent computation is the default-start solve itself: the same nodes and the same iteration,
     # so the two agree to the bit.
-    warm = state_evolution(TEMP, 0.99, nodes=4096, init=AT_ONE)
-    cold = state_evolution(TEMP, 0.99, nodes=4096)
+    warm = state_evolution(TEMP, 0.99, nodes=4096, init=AT_ONE, fold=False)
+    cold = state_evolution(TEMP, 0.99, nodes=4096, fold=False)
     assert _finite(warm) and warm.converged
     assert cold.converged and cold.start is None and warm.start == "default"
     for k in _FIELDS:
@@ -46,8 +48,8 @@ def test_a_converged_warm_start_is_kept():
     # on that branch (q ≈ 5.5) and the default start on the small-q one (q ≈ 2.3): the rule keeps the warm
     # start's point (a sweep follows its branch); retrying every warm start from the default start, or
     # taking the default start's point whenever it converges, would report q ≈ 2.3 here.
-    warm = state_evolution(TEMP, 0.99, nodes=1024, pilot=1024, init=(4.864, 2.35, 1.8))
-    cold = state_evolution(TEMP, 0.99, nodes=1024, pilot=1024)
+    warm = state_evolution(TEMP, 0.99, nodes=1024, pilot=1024, init=(4.864, 2.35, 1.8), fold=False)
+    cold = state_evolution(TEMP, 0.99, nodes=1024, pilot=1024, fold=False)
     assert warm.converged and cold.converged and warm.start is None
     # the two branches lie many standard errors apart (q: 5.5 ± 0.34 against 2.3 ± 0.21)
     assert warm.q - cold.q > 5 * math.hypot(warm.stderr["q"], cold.stderr["q"])

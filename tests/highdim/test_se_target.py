@@ -131,8 +131,8 @@ def test_a_failed_batch_or_an_unconverged_point_never_meets_the_target(monkeypat
 def test_a_targeted_solve_takes_the_finer_grid_below_lambda_1e_3(asked_channels):
     # Below λ̃ = 1e-3 every scramble of a targeted solve, the first ones and every batch, is drawn with the
     # 16 × 16 grid in w on the default's 512 label nodes (131072 nodes), and 8 × 8 on 2048 for
-    # 1e-3 <= λ̃ < 1e-2; without a target, and at λ̃ >= 1e-2, the default grid. Every targeted scramble has
-    # its label nodes folded (OutputChannel, fold), no scramble of the default solve. The channels are
+    # 1e-3 <= λ̃ < 1e-2; without a target, and at λ̃ >= 1e-2, the default grid. Every scramble at T = 2 has
+    # its label nodes folded (OutputChannel, fold), targeted or not. The channels are
     # recorded and replaced by 512 Sobol nodes (folded where asked) to keep the solve small.
     asked = asked_channels
     low = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=1e-4)
@@ -140,7 +140,7 @@ def test_a_targeted_solve_takes_the_finer_grid_below_lambda_1e_3(asked_channels)
     assert fp.scrambles >= 8 and len(asked) >= 2 and set(asked) == {(131072, 16, True)}
     asked.clear()
     state_evolution(low, 0.25)
-    assert asked == [(73728, None, False)]
+    assert asked == [(73728, None, True)]
     asked.clear()
     state_evolution(REF, 0.5, rtol=0.5)  # λ̃ = 1e-2: the default grid and nodes
     assert set(asked) == {(51200, 5, True)}

@@ -138,9 +138,8 @@ def se(
         "--rtol",
         help="Relative accuracy to reach, in (0, 1): adds batches of --scrambles new scrambles until the "
         "relative standard error of q, m, Σ, the test error and the training loss is at most rtol/t (t the "
-        "95% t quantile, at least 8 scrambles) or --max-scrambles is spent; `accuracy_met` in the JSON. At "
-        "T = 2 its label nodes are folded into a quadrant of the channel's symmetries (`folded`; "
-        "docs/se-accuracy.md).",
+        "95% t quantile, at least 8 scrambles) or --max-scrambles is spent; `accuracy_met` in the JSON "
+        "(docs/se-accuracy.md).",
     ),
     max_scrambles: int | None = typer.Option(
         None, "--max-scrambles", help="With --rtol: the most scrambles to average (default 64)."
@@ -150,7 +149,7 @@ def se(
         "--fold/--no-fold",
         help="Fold the label nodes into one quadrant of the output channel's symmetries (T = 2): the same "
         "expectation, about half the standard error at the same cost at λ̃ ≥ 1e-3 (`folded` in the JSON; "
-        "docs/se-accuracy.md). Default: folded with --rtol, else not.",
+        "docs/se-accuracy.md). Default: folded at T = 2; --no-fold keeps the whole plane's nodes.",
     ),
     json_out: bool = JsonOpt,
 ) -> None:
@@ -237,8 +236,7 @@ def se(
         out["grid"] = check_grid(grid, s)
     if fp.stderr is not None:
         out["stderr"] = dict(fp.stderr)
-    if rtol is not None or fold is not None:  # whether the label nodes were folded (with --rtol by default)
-        out["folded"] = fold if fold is not None else tokens == 2
+    out["folded"] = fold if fold is not None else tokens == 2  # whether the label nodes were folded
     if rtol is not None:
         out["rtol"] = rtol
         out["max_scrambles"] = max_scrambles

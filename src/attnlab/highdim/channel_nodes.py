@@ -14,8 +14,8 @@ from attnlab.core.validation import check_int
 from attnlab.highdim.setting import Setting
 
 __all__ = [
-    "w_nodes", "target_grid", "default_nodes", "target_nodes", "layout", "label_nodes", "hermite",
-    "check_grid",
+    "w_nodes", "target_grid", "default_nodes", "target_nodes", "default_fold", "layout", "label_nodes",
+    "hermite", "check_grid",
 ]  # fmt: skip
 
 _PRODUCT_NODES = 9216  # "auto" takes the product rule from this many nodes on (256 label nodes × 6 × 6)
@@ -98,6 +98,14 @@ def target_nodes(setting: Setting, rtol: float, grid: int | None = None) -> int:
         g = check_grid(grid, setting)
         return _LABELS * g * g
     return nodes
+
+
+def default_fold(setting: Setting) -> bool:
+    """Whether a solve folds its label nodes into one quadrant of the output channel's symmetries unless told
+    (:class:`~attnlab.highdim.channel.OutputChannel`, ``fold``): at T = 2, where the channel has them. The
+    expectation is the same; its single-scramble spread is a half to a quarter of the whole plane's at
+    λ̃ = 1e-2 and 1e-4 (docs/se-accuracy.md, "Folded label nodes")."""
+    return setting.tokens == 2
 
 
 def layout(setting: Setting, nodes: int, rule: str = "auto", grid: int | None = None) -> tuple[str, int]:

@@ -28,6 +28,7 @@ import numpy as np
 
 from attnlab.core.validation import check_real
 from attnlab.highdim.channel import OutputChannel
+from attnlab.highdim.channel_nodes import default_fold
 from attnlab.highdim.fixed_point import FixedPoint
 from attnlab.highdim.setting import Setting
 from attnlab.highdim.spectra import J_and_derivatives
@@ -127,12 +128,12 @@ def lam_scan(
     lam = 1e-3
     while lam > 3 * lams[order[0]]:
         s = replace(setting, lam=lam)
-        fp = state_evolution(s, alphas[0], init=first, channel=OutputChannel(s, nodes, seed), tol=1e-3)
+        fp = state_evolution(s, alphas[0], init=first, channel=_channel(s, nodes, seed), tol=1e-3)
         first = fp if fp.converged else first
         lam /= 10
     for i in order:
         s = replace(setting, lam=float(lams[i]))
-        ch = OutputChannel(s, nodes, seed)
+        ch = _channel(s, nodes, seed)
         row: list[FixedPoint] = []
         for j, a in enumerate(alphas):
             init = (
@@ -142,6 +143,11 @@ def lam_scan(
         out[i] = row
         prev_row = row
     return out  # type: ignore[return-value]
+
+
+def _channel(setting: Setting, nodes: int, seed: int) -> OutputChannel:
+    # the nodes a default solve takes (folded at T = 2: channel_nodes.default_fold)
+    return OutputChannel(setting, nodes, seed, fold=default_fold(setting))
 
 
 def in_limit(small: Sequence[float], larger: Sequence[float], rtol: float = 0.05) -> np.ndarray:

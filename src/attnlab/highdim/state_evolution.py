@@ -21,7 +21,7 @@ import numpy as np
 from attnlab.core.validation import check_int, check_real
 from attnlab.highdim.channel import OutputChannel, flat_to_matrix, one_thread
 from attnlab.highdim.channel import flat_to_matrix_map as flat_to_matrix_map
-from attnlab.highdim.channel_nodes import default_nodes, target_grid, target_nodes
+from attnlab.highdim.channel_nodes import default_fold, default_nodes, target_grid, target_nodes
 from attnlab.highdim.fixed_point import FixedPoint, Stability, prior_equations, solve_anderson, solve_damped
 from attnlab.highdim.learned_spectrum import PredictedSpectrum, predicted_spectrum
 from attnlab.highdim.newton import solve_newton
@@ -150,9 +150,8 @@ def state_evolution(
         (:func:`~attnlab.highdim.channel_nodes.target_grid`: 8 × 8 down to λ̃ = 1e-3, 16 × 16 down to 1e-4,
         24 × 24 below; the default grids move ``q`` by 0.5–1e-3 there), on the default's label nodes
         (2048 instead of 512 below λ̃ = 1e-3 when ``rtol`` < 2e-3, which 1e-3 needs there within the
-        budget: :func:`~attnlab.highdim.channel_nodes.target_nodes`), and at T = 2 the label nodes are
-        folded into one quadrant of the output channel's symmetries (the same expectation at about a third
-        of the variance: ``fold``). Needs the refined solve (``refine`` True, two or more scrambles,
+        budget: :func:`~attnlab.highdim.channel_nodes.target_nodes`), folded at T = 2 as every solve's
+        (``fold``). Needs the refined solve (``refine`` True, two or more scrambles,
         ``channel`` None). None (the default): no target, the default solve as it is.
     max_scrambles : int or None
         With ``rtol``: the most scrambles to average (default 64, at least ``scrambles`` and 8). A batch
@@ -161,8 +160,9 @@ def state_evolution(
         Fold the label nodes of the scrambles the solver draws into one quadrant of the output channel's
         symmetries (T = 2; :class:`~attnlab.highdim.channel.OutputChannel`, ``fold``): the same expectation,
         about half the standard error at the same cost at λ̃ = 1e-2 and 1e-3 (docs/se-accuracy.md, "Folded
-        label nodes"). None (the default): folded with ``rtol`` at T = 2, else not (the default solve, whose
-        numbers the claims use). Needs ``channel`` None.
+        label nodes"). None (the default): folded at T = 2
+        (:func:`~attnlab.highdim.channel_nodes.default_fold`); False keeps the whole plane's nodes. Needs
+        ``channel`` None.
     progress : callable(scrambles, max_scrambles, ratio), optional
         With ``rtol``: called after each batch with the scrambles averaged so far and the largest relative
         standard error over its bound ``rtol / t`` (≤ 1 once within it), e.g. to drive a progress bar.
@@ -192,7 +192,7 @@ def state_evolution(
             raise ValueError(f"fold: expected None when channel is given (its nodes are drawn), got {fold!r}")
         if fold and setting.tokens != 2:
             raise ValueError(f"fold: True needs tokens = 2, got tokens = {setting.tokens}")
-    folded = (rtol is not None and setting.tokens == 2) if fold is None else fold
+    folded = (default_fold(setting) and channel is None) if fold is None else fold
     target = None
     if rtol is not None:
         scrambles = check_int("scrambles", scrambles, min=1)
@@ -467,7 +467,8 @@ def sweep(
         raise ValueError(f"fold: expected None, True or False, got {fold!r}")
 
     def chans(s: Setting):
-        return channels(s, kwargs.get("nodes"), kwargs.get("seed", 0), scrambles, fold=bool(fold))
+        folded = default_fold(s) if fold is None else fold
+        return channels(s, kwargs.get("nodes"), kwargs.get("seed", 0), scrambles, fold=folded)
 
     kwargs = {k: v for k, v in kwargs.items() if k not in ("scrambles", "fold")}
     if lams is None:
@@ -498,11 +499,12 @@ def stability(
 
     The map is ``F(q, m, Σ)``: output equations then prior equations, undamped. Its Jacobian is taken by
     central finite differences (relative step ``step``) on the same quasi-random nodes (``channel``, or
-    ``nodes`` nodes with scrambling ``seed``). ``damping`` only sets ``radius_damped`` and ``stable``.
+    ``nodes`` nodes with scrambling ``seed``, folded at T = 2 as the default solve's). ``damping`` only sets
+    ``radius_damped`` and ``stable``.
     """
     damping = check_real("damping", damping, min=0.0, max=1.0, max_open=True)
     step = check_real("step", step, min=0.0, min_open=True)
-    ch = channel if channel is not None else OutputChannel(setting, nodes, seed)
+    ch = channel if channel is not None else OutputChannel(setting, nodes, seed, fold=default_fold(setting))
 
     def F(x: np.ndarray) -> np.ndarray:
         qh, mh, sh, _ = ch.hats(x[0], x[1], x[2], fp.alpha)

@@ -139,7 +139,7 @@ def test_local_z_reading_is_the_local_minimum_from_z():
 
     st = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=1e-4)
     (ch,) = tl.local_z_channels(st, 512, scrambles=1)
-    ref = OutputChannel(st, 512, 0)
+    ref = OutputChannel(st, 512, 0, fold=True)  # the same nodes: folded at T = 2, as the default solve's
     z = ref.z_of(4.2854, 1.8624)
     sigma = 195.4
     h_loc, v_loc = ch.prox_best(z, sigma)

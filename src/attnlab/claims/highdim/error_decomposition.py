@@ -253,7 +253,7 @@ CLAIM = Claim(
     statement="On a power-law target, the error of the learned S splits into over-fitting (noise bulk), "
     "under-fitting (hidden target directions), approximation (recovered outliers) and rotation parts, each "
     "as the theory's η·ReLU(S0 + δZ − ε) predicts it.",
-    version=5,
+    version=6,  # label nodes folded at T = 2 (channel_nodes.default_fold)
     params=Params,
     grids={
         "quick": Grid(

@@ -306,7 +306,7 @@ CLAIM = Claim(
     statement="As λ̃ → 0+ the training loss vanishes below α_interp and is positive above it: at a small "
     "finite λ̃ the simulated ERM's data loss rises through a level where the state evolution's does (large-d "
     "crossing within 2 standard errors); the state evolution's data loss leaves zero at α_interp (numerics).",
-    version=8,
+    version=9,  # label nodes folded at T = 2 (channel_nodes.default_fold)
     params=Params,
     grids={
         # α every 0.015 (10% of α_interp = 0.1535 at κ0 = 0.5, Δ = 0.5, T = 2) from 0.85 α_interp to

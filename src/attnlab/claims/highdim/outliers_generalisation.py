@@ -251,7 +251,7 @@ CLAIM = Claim(
     "at three d, extrapolated along a tested a + b/d, within 2 standard errors of 1 at every α); outliers "
     "that carry no information on "
     "the target do not.",
-    version=5,
+    version=6,  # label nodes folded at T = 2 (channel_nodes.default_fold)
     params=Params,
     grids={
         # three d (the 1/d trend is tested, not only fitted); at α = 0.06 (the theory's last outlier at the

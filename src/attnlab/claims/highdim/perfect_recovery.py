@@ -294,7 +294,7 @@ CLAIM = Claim(
     "the state evolution's does at the same λ̃ (large-d recovery point within 2 standard errors), the "
     "factorised student recovers where the unfactorised one does not, and no ERM recovers below ᾱ_BO; the "
     "state evolution's error vanishes at ᾱ_PR as λ̃ → 0 (numerics).",
-    version=8,
+    version=9,  # label nodes folded at T = 2 (channel_nodes.default_fold)
     params=Params,
     grids={
         # six seeds at three d (the 1/d trend is tested, not only fitted; with three seeds per d the

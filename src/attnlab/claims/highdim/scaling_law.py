@@ -121,9 +121,10 @@ def run(point: Point) -> Result:
 
 def _theory_metrics(p: Params) -> dict:
     from attnlab.highdim import OutputChannel, power_law_spectrum, state_evolution
+    from attnlab.highdim.channel_nodes import default_fold
 
     s = setting(p, target=power_law_spectrum(p.d, p.gamma))
-    ch = OutputChannel(s, p.nodes)
+    ch = OutputChannel(s, p.nodes, fold=default_fold(s))  # the nodes a default solve takes
     fp = state_evolution(s, p.alpha, channel=ch)
     e0 = ch.test_error(s.q0, s.q0)
     return {
@@ -393,7 +394,7 @@ CLAIM = Claim(
     statement="With a power-law target (γ > 1/2) the excess test error decays like (n/d)^(−1 + 1/(2γ)) for "
     "d ≪ n ≪ d² and λ̃ ≪ √(n/d²): the local exponents of the ERM's excess error plateau there at that "
     "value.",
-    version=8,
+    version=9,  # label nodes folded at T = 2 (channel_nodes.default_fold)
     params=Params,
     grids={
         # quick: the finite-d state evolution at d = 800 for γ = 1, n/d from 2 to 16 (four points, three

@@ -215,7 +215,7 @@ CLAIM = Claim(
     statement="The eigenvalues of the trained S follow η·ReLU(S0 + δZ − ε): atom at zero, rank fraction, "
     "and the law of the non-zero part (Kolmogorov–Smirnov, tolerance from the seeds' spread); at high α "
     "the predicted bulk splits.",
-    version=6,
+    version=7,  # label nodes folded at T = 2 (channel_nodes.default_fold)
     params=Params,
     grids={
         "quick": Grid(

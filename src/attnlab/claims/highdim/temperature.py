@@ -150,7 +150,7 @@ CLAIM = Claim(
     statement="At β = β0 ≠ 1 the ERM's test error and training loss match the state evolution at the same "
     "temperatures (β = β0 = 2; the seed means at three sizes extrapolated along a tested a + b/d, within "
     "3% + 2 standard errors; mapped over α).",
-    version=8,
+    version=9,  # label nodes folded at T = 2 (channel_nodes.default_fold)
     params=Params,
     grids={
         "quick": _grid({40: 12, 60: 8, 100: 6}, 1500, 4096),

@@ -37,7 +37,7 @@ CLAIM = Claim(
     statement="A student of width κ = 0.75, above the solution's rank fraction, reaches the κ-independent "
     "state-evolution test error and training loss (within 3% + 2 standard errors of the seed mean "
     " at d = 100); a student narrower than the rank fraction does not.",
-    version=4,
+    version=5,  # label nodes folded at T = 2 (channel_nodes.default_fold)
     params=Params,
     grids={
         "quick": Grid(
