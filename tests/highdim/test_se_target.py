@@ -142,13 +142,17 @@ def test_a_targeted_solve_takes_the_finer_grid_below_lambda_1e_3(asked_channels)
     state_evolution(low, 0.25)
     assert asked == [(73728, None, True)]
     asked.clear()
-    state_evolution(REF, 0.5, rtol=0.5)  # λ̃ = 1e-2: the default grid and nodes
-    assert set(asked) == {(51200, 5, True)}
+    state_evolution(REF, 0.5, rtol=0.5)  # λ̃ = 1e-2: the default grid on half the default's label nodes
+    assert set(asked) == {(25600, 5, True)}
     asked.clear()
     mid = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=1e-3)  # 8 × 8 on the default's 2048 label nodes
     state_evolution(mid, 0.3, rtol=0.5)
     assert set(asked) == {(131072, 8, True)}
-    # a target below 2e-3 takes 2048 label nodes below λ̃ = 1e-3 (channel_nodes.target_nodes), none above
+    # a target below 2e-3 takes 2048 label nodes below λ̃ = 1e-3 (channel_nodes.target_nodes), none above;
+    # one below 1e-3 at λ̃ ≥ 1e-2 the default's 2048
+    asked.clear()
+    state_evolution(REF, 0.5, rtol=9e-4, max_scrambles=8)
+    assert set(asked) == {(51200, 5, True)}
     asked.clear()
     state_evolution(low, 0.25, rtol=1e-3, max_scrambles=8)
     assert set(asked) == {(524288, 16, True)}
@@ -159,16 +163,24 @@ def test_a_targeted_solve_takes_the_finer_grid_below_lambda_1e_3(asked_channels)
 
 def test_target_nodes_take_more_label_nodes_for_a_fine_target_below_lambda_1e_3():
     # channel_nodes.target_nodes: the default's label nodes times the target grid, except below λ̃ = 1e-3 at
-    # rtol < FINE_TARGET (2e-3), where 512 label nodes become 2048; other token counts keep their Sobol nodes
-    from attnlab.highdim.channel_nodes import FINE_TARGET, default_nodes, target_grid, target_nodes
+    # rtol < FINE_TARGET (2e-3), where 512 label nodes become 2048, and at λ̃ >= 1e-2 at rtol >= COARSE_TARGET
+    # (1e-3), where 2048 become 1024; other token counts keep their Sobol nodes
+    from attnlab.highdim.channel_nodes import (
+        COARSE_TARGET,
+        FINE_TARGET,
+        default_nodes,
+        target_grid,
+        target_nodes,
+    )
 
     def at(lam, rtol, tokens=2):
         s = Setting(kappa0=0.5, noise=0.5, tokens=tokens, lam=lam)
         return target_nodes(s, rtol, target_grid(s) if tokens == 2 else None)
 
-    assert FINE_TARGET == 2e-3
+    assert FINE_TARGET == 2e-3 and COARSE_TARGET == 1e-3
     fine = [at(1e-2, 1e-3), at(1e-3, 1e-3), at(1e-4, 1e-3), at(1e-5, 1e-3)]
-    assert fine == [51200, 131072, 524288, 1179648]
+    assert fine == [25600, 131072, 524288, 1179648]
+    assert [at(1e-2, 0.999e-3), at(0.1, 0.5), at(0.00999, 0.5)] == [51200, 25600, 131072]
     assert [at(1e-4, 2e-3), at(1e-4, 1.99e-3), at(1e-5, 0.5)] == [131072, 524288, 294912]
     low = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=1e-4)
     assert at(1e-4, 2e-3) == default_nodes(low, target_grid(low))

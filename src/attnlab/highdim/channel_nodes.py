@@ -27,6 +27,9 @@ MAX_GRID = 64  # the largest grid in ``w`` a channel takes (64² = 4096 nodes pe
 #: a solve asked for an accuracy below this at λ̃ < 1e-3 takes 2048 label nodes instead of the default's 512
 #: (:func:`target_nodes`)
 FINE_TARGET = 2e-3
+#: a solve asked for an accuracy of at least this at λ̃ ≥ 1e-2 takes 1024 label nodes instead of the default's
+#: 2048 (:func:`target_nodes`)
+COARSE_TARGET = 1e-3
 
 
 def w_nodes(setting: Setting) -> int:
@@ -82,9 +85,10 @@ def default_nodes(setting: Setting, grid: int | None = None) -> int:
 
 def target_nodes(setting: Setting, rtol: float, grid: int | None = None) -> int:
     """The default nodes per scramble of a solve asked for an accuracy ``rtol``: :func:`default_nodes` with
-    ``grid`` (:func:`target_grid`'s), except at T = 2, λ̃ < 1e-3 and ``rtol`` < :data:`FINE_TARGET`, where the
-    default's 512 label nodes become 2048 (2048 × 256 = 524288 nodes for 1e-4 ≤ λ̃ < 1e-3, 2048 × 576 =
-    1179648 below).
+    ``grid`` (:func:`target_grid`'s), except at T = 2 where the label nodes are sized for the target:
+    below λ̃ = 1e-3 with ``rtol`` < :data:`FINE_TARGET` the default's 512 label nodes become 2048 (2048 × 256
+    = 524288 nodes for 1e-4 ≤ λ̃ < 1e-3, 2048 × 576 = 1179648 below), and at λ̃ ≥ 1e-2 with ``rtol`` ≥
+    :data:`COARSE_TARGET` the default's 2048 become 1024 (1024 × 25 = 25600 nodes on the default grid).
 
     Why (docs/se-accuracy.md, "What 1e-3 costs"; folded label nodes): on 512 label nodes one scramble's
     relative standard error of Σ is about 5.7e-3 at λ̃ = 1e-4, α = 0.25 and 5.2e-3 at λ̃ = 1e-5, α = 0.2, so
@@ -92,11 +96,21 @@ def target_nodes(setting: Setting, rtol: float, grid: int | None = None) -> int:
     (64 scrambles did not meet it at any of three seeds); on 2048 it is about 1.8e-3, and 16–20 scrambles met
     it at every seed (55–81 CPU-s at λ̃ = 1e-4). A scramble of 2048 label nodes costs four of 512, so it is the
     cheaper way from about ``R`` = 32 scrambles of 512 on, ``rtol`` ≈ 2e-3; above that, 512 label nodes meet
-    the target at fewer than 32 scrambles (at 4e-3 on the minimum of eight)."""
+    the target at fewer than 32 scrambles (at 4e-3 on the minimum of eight).
+
+    At λ̃ ≥ 1e-2 the rule's minimum of eight scrambles is what a target of 1e-3 costs on the default's label
+    nodes: their folded single-scramble spread (about 3e-4 relative at λ̃ = 1e-2, α = 0.5) is a quarter of
+    what eight scrambles may have (``rtol · √8 / t`` = 1.2e-3), so half the label nodes, whose spread is
+    about 1.5 times larger, still meet it on eight, at about half the cost (docs/se-accuracy.md, "What 1e-3
+    costs")."""
     nodes = default_nodes(setting, grid)
-    if setting.tokens == 2 and setting.lam < 1e-3 and rtol < FINE_TARGET:
-        g = check_grid(grid, setting)
+    if setting.tokens != 2:
+        return nodes
+    g = check_grid(grid, setting)
+    if setting.lam < 1e-3 and rtol < FINE_TARGET:
         return _LABELS * g * g
+    if setting.lam >= 1e-2 and rtol >= COARSE_TARGET:
+        return _LABELS // 2 * g * g
     return nodes
 
 
