@@ -143,8 +143,15 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def _init_worker(threads: int, parent: int | None = None) -> None:
+    import signal
+
     import torch
 
+    # Ctrl-C in a terminal reaches the whole process group: the run stops in the parent, which stops the
+    # workers. A worker that took the SIGINT itself would raise KeyboardInterrupt wherever it was (inside
+    # np.savez, a ZipFile left half-written raised ValueError instead, and the run ended as an internal
+    # error, exit 2) and report it as its point's exception, racing the parent's own interrupt.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if parent is not None:
         _exit_with_parent(parent)
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))

@@ -22,6 +22,7 @@ from typing import Any
 from attnlab import __version__
 from attnlab.engine.backends import BACKENDS, WorkItem, ray_session, run_items
 from attnlab.engine.costs import claim_costs
+from attnlab.engine.deferred import interrupts_deferred
 from attnlab.engine.power import Power, resolving_power
 from attnlab.engine.protocol import Claim, Point, Verdict, variant_name
 from attnlab.engine.stability import (
@@ -237,12 +238,16 @@ def run_claims(
                         ),
                     },
                 )
-            for rec in run_items(items, backend, workers if backend != "serial" else 1):
-                store.write_point(rec)
-                summary.computed += 1
-                summary.failed += rec.status == "failed"
-                if progress:
-                    progress("point", rec)
+            # closed on the way out (an interrupt while a point is being stored): the backend's teardown,
+            # which stops the workers, runs then, not whenever the suspended generator is collected
+            with contextlib.closing(run_items(items, backend, workers if backend != "serial" else 1)) as recs:
+                for rec in recs:
+                    with interrupts_deferred():  # a point is stored whole, then an interrupt stops the run
+                        store.write_point(rec)
+                    summary.computed += 1
+                    summary.failed += rec.status == "failed"
+                    if progress:
+                        progress("point", rec)
             store.merge_not_testable(_not_testable(claims))
             for claim, run_id, ids, mine, variant in runs:
                 store.end_run(run_id)
