@@ -16,7 +16,16 @@ from attnlab.engine.deferred import interrupts_deferred
 from attnlab.engine.records import pack_arrays, unpack_array
 
 
-def test_sigint_in_the_block_is_raised_after_it():
+@pytest.fixture
+def ctrl_c():
+    """SIGINT raising KeyboardInterrupt, as in a terminal: a suite started in the background by a
+    non-interactive shell (as CI starts it) inherits SIGINT ignored, and Python then installs no handler."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_sigint_in_the_block_is_raised_after_it(ctrl_c):
     # the block runs to its end; the interrupt comes right after, once for two signals, and the handler in
     # place before the block is back
     before = signal.getsignal(signal.SIGINT)
@@ -56,6 +65,17 @@ def test_no_signal_no_change_and_other_threads_run_the_block_as_it_is():
     with interrupts_deferred():
         x = 1
     assert x == 1
+
+
+def test_an_ignored_sigint_stays_ignored():
+    # where SIGINT was ignored before the block (a background job), one that arrives in it is dropped after it
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with interrupts_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
     out = []
 
     def work():
@@ -82,7 +102,7 @@ def _interrupt_inside_a_zip_write(monkeypatch):
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_an_interrupt_inside_savez_is_an_interrupt_not_a_value_error(monkeypatch):
+def test_an_interrupt_inside_savez_is_an_interrupt_not_a_value_error(monkeypatch, ctrl_c):
     # without the deferral the archive's cleanup replaces the interrupt with ValueError (the run then ended as
     # a one-line error, exit status 2); with it the arrays are packed whole and the interrupt follows
     _interrupt_inside_a_zip_write(monkeypatch)
@@ -101,7 +121,9 @@ def test_an_interrupt_inside_savez_is_an_interrupt_not_a_value_error(monkeypatch
     assert np.array_equal(unpack_array(packed["c"]), np.arange(100.0))
 
 
-def test_a_run_interrupted_while_storing_a_point_stops_as_interrupted(tmp_path, monkeypatch, testclaims):
+def test_a_run_interrupted_while_storing_a_point_stops_as_interrupted(
+    tmp_path, monkeypatch, testclaims, ctrl_c
+):
     # the same planted interrupt while the runner stores the first point (serial backend): run_claims raises
     # KeyboardInterrupt, that point is stored whole, and the rest are not computed
     c = testclaims.CLAIMS[0]
