@@ -8,7 +8,7 @@ import torch
 
 from attnlab.core.seeding import generator
 from attnlab.highdim import TrainConfig, mp_target, sample, train_erm
-from attnlab.highdim.objective import PairProblem, Problem, data_loss_grad
+from attnlab.highdim.objective import PairProblem, Problem, _matmul, data_loss_grad
 
 
 @pytest.fixture(scope="module")
@@ -240,3 +240,28 @@ def test_published_adam_stops_at_the_first_calm_step_after_100(problem):
     # each moving the loss by ~1e-7 relative: 1e-5 is the margin)
     r32 = train_erm(tr, None, lam=0.01, config=TrainConfig.published(), generator=generator(12))
     assert r32.converged and r32.train_loss == pytest.approx(r.train_loss, rel=1e-5)
+
+
+@pytest.mark.parametrize("dtype,rtol", [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+def test_matmul_agrees_with_torch_mm(dtype, rtol):
+    # the Adam kernel's products by numpy on the CPU (objective._matmul) against torch.mm: the same sums in
+    # another order, so equal to rounding (float64: 1e-12 relative of the largest entry is ~1e4 ulps over
+    # sums of 300 terms; float32 1e-5 likewise); into ``out`` the result is written there and returned
+    g = generator(26)
+    A = torch.randn(300, 40, generator=g, dtype=torch.float64).to(dtype)
+    B = torch.randn(40, 30, generator=g, dtype=torch.float64).to(dtype)
+    ref = torch.mm(A, B)
+    got = _matmul(A, B)
+    assert got.dtype == dtype and got.shape == (300, 30)
+    assert torch.allclose(got, ref, rtol=0, atol=rtol * float(ref.abs().max()))
+    out = torch.empty(300, 30, dtype=dtype)
+    assert _matmul(A, B, out=out) is out
+    assert torch.allclose(out, ref, rtol=0, atol=rtol * float(ref.abs().max()))
+
+
+def test_matmul_off_the_cpu_keeps_torch():
+    # on another device (here the meta device, shapes only) the products stay torch's, into ``out`` as asked
+    A, B = torch.empty(300, 40, device="meta"), torch.empty(40, 30, device="meta")
+    assert _matmul(A, B).shape == (300, 30) and _matmul(A, B).device.type == "meta"
+    out = torch.empty(300, 30, device="meta")
+    assert _matmul(A, B, out=out) is out
