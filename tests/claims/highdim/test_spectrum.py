@@ -109,3 +109,93 @@ def test_the_control_at_2lam_fails_through_the_atom_a_check_of_the_conjunction_t
     ctrl_pts = [p.p for p in pts if p.control == "theory_at_2lam"]
     assert ctrl_pts and all(q.theory_lam_scale == 2.0 and q.lam == 0.01 for q in ctrl_pts)
     assert all(p.p.theory_lam_scale == 1.0 for p in pts if not p.control)
+
+
+def _law(alpha):
+    # the state evolution and the predicted law at the claim's setting (λ̃ = 0.01), its gap and lower piece
+    from dataclasses import replace
+
+    from attnlab.claims.highdim._common import setting
+    from attnlab.claims.highdim.spectrum import Params, _gap
+    from attnlab.highdim import predicted_spectrum, state_evolution
+
+    s = setting(replace(Params(), alpha=alpha))
+    fp = state_evolution(s, alpha, nodes=2048)
+    return predicted_spectrum(s, fp), _gap(s, fp)
+
+
+def _quantile_rows(ps, gap, d=60, seeds=3, control=""):
+    # "split" rows whose eigenvalues are the quantiles of the law ``ps`` at dimension d (the atom ± one
+    # eigenvalue between seeds), read against the predicted gap ``gap`` and the law of the split α
+    ps20, _ = _LAW20
+    rows = []
+    extra = {"control": control} if control else {}
+    cut = ps20.resolution_cut(d)
+    for rep in range(seeds):
+        k = round(ps.atom * d) + (rep - 1)
+        u = (np.arange(d - k) + 0.5) / (d - k)
+        c = np.asarray(ps.cdf_nonzero(ps.x))
+        nz = np.interp(u, c, ps.x)
+        ev = np.sort(np.concatenate([np.zeros(k), nz]))
+        m = {"pieces": 2, "gap_lo": gap[0], "gap_hi": gap[1], "cut": cut, "rank_fraction": ps20.rank_fraction}
+        arrays = {"eigenvalues": ev, "pred_x": ps20.x, "pred_density": ps20.density * ps20.rank_fraction}
+        params = {"side": "split", "d": d, "alpha": 20.0, "rep": rep} | extra
+        rows.append(Row("x", params, "ok", m, None, 0.0, arrays))
+    return rows
+
+
+_LAW20 = _law(20.0)
+
+
+def test_split_seen_on_the_split_laws_quantiles_fails_on_the_unsplit_laws():
+    ps20, gap20 = _LAW20
+    assert 0.08 < gap20[0] < gap20[1] < 0.13  # the law at α = 20 has split: pieces [0, 0.085], [0.117, ...]
+    v = CLAIM.decide(_rows() + _quantile_rows(ps20, gap20))
+    assert v.status == "holds" and v.branch == "atom+law+split+split_sim"
+    assert v.numbers["in_gap"] == 0.0 and v.numbers["in_gap_tol"] == 1 / 60
+    # the lower piece's quantiles hold its predicted mass up to the quantile grid (one eigenvalue of 60)
+    assert abs(v.numbers["lower_sim"] - v.numbers["lower_theory"]) <= 1.5 / 60
+    assert "eigenvalues per seed in the predicted gap" in v.note
+    # the figure gains a third panel: the ERM at the split α against the law there, the gap shaded
+    fig = FIGURES[CLAIM.id](_rows() + _quantile_rows(ps20, gap20))["spectrum"]
+    assert len(fig.axes) == 3 and "split" in fig.axes[2].get_title()
+    # a planted counterexample: eigenvalues of the law at α = 4, which has not split, counted in the gap
+    # the law predicts at α = 20 (the ERM at α = 4 and d = 60 puts 2-3 eigenvalues per seed there,
+    # docs/highdim.md C4): the gap holds 2-3 of them, above one, and fails through the split's own check
+    ps4, gap4 = _law(4.0)
+    assert np.isnan(gap4[0])  # one piece at α = 4
+    bad = CLAIM.decide(_rows() + _quantile_rows(ps4, gap20))
+    assert (bad.status, bad.branch) == ("fails", "split_sim")
+    assert bad.numbers["in_gap_per_seed"] >= 2
+
+
+def test_split_rows_without_a_gap_are_reported_not_decided():
+    # a split point whose law has one piece (e.g. --set alpha=4): nothing to count, the check is left out
+    rows = [
+        Row("x", {"side": "split", "d": 60, "alpha": 4.0, "rep": r}, "ok",
+            {"pieces": 1, "gap_lo": float("nan"), "gap_hi": float("nan"), "cut": 0.02, "rank_fraction": 0.7},
+            None, 0.0, {"eigenvalues": np.linspace(0, 1, 60), "pred_x": np.linspace(0, 1, 5),
+                        "pred_density": np.ones(5)})
+        for r in range(3)
+    ]  # fmt: skip
+    v = CLAIM.decide(_rows() + rows)
+    assert v.status == "holds" and v.branch == "atom+law+split"
+    assert "one piece, no gap to count" in v.numbers["split_sim_reading"]
+    assert CLAIM.decide(_rows()).numbers["split_sim_reading"] == "no simulation at the split α"
+
+
+def test_a_real_split_point_stores_what_the_verdict_recounts():
+    from attnlab.claims.highdim.spectrum import _split_counts
+
+    pts = CLAIM.points("quick", overrides={"d": 12, "max_steps": 30})
+    sp = next(p for p in pts if p.p.side == "split")
+    assert sp.p.alpha == 20.0
+    res = CLAIM.run(sp)
+    m, ev = res.metrics, res.arrays["eigenvalues"]
+    assert m["pieces"] == 2 and 0 < m["gap_lo"] < m["gap_hi"]
+    assert (m["in_gap"], m["lower_sim"]) == _split_counts(ev, m["cut"], m["gap_lo"], m["gap_hi"])
+    # the lower piece's predicted mass the verdict recomputes from the stored law is the run's (the same
+    # tabulation: equal to rounding)
+    rows = [Row("x", sp.p.__dict__ | {"rep": r}, "ok", m, None, 0.0, res.arrays) for r in range(2)]
+    v = CLAIM.decide(_rows() + rows)
+    assert abs(v.numbers["lower_theory"] - m["lower_theory"]) < 1e-12

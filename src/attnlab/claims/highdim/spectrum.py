@@ -1,10 +1,13 @@
 """``highdim.spectrum``: the eigenvalues of the trained ``S`` follow ``η·ReLU(S0 + δZ − ε)``
-(docs/highdim.md C4), and the predicted bulk splits at high α.
+(docs/highdim.md C4), and the bulk splits at high α, in the predicted law and in the trained eigenvalues.
 
-Two sides, as separate points of one grid (``side``): the ERM at dimension d with seed replicates (the
-eigenvalues of each trained Ŝ and the predicted law from the state evolution at the same (α, λ̃)), and the
+Three sides, as separate points of one grid (``side``): the ERM at dimension d with seed replicates (the
+eigenvalues of each trained Ŝ and the predicted law from the state evolution at the same (α, λ̃)), the
 state evolution alone at high α (the number of pieces of the predicted non-zero spectrum,
-:func:`attnlab.highdim.nonzero_components`: one bulk, or a bulk split in two).
+:func:`attnlab.highdim.nonzero_components`: one bulk, or a bulk split in two), and ``"split"``: the ERM at a
+high α where the predicted law has split (α = 20: pieces ``[0, 0.085]`` and ``[0.117, 3.62]`` at λ̃ = 0.01),
+with seed replicates, whose eigenvalues are counted in the predicted gap between the two pieces and in the
+lower piece.
 
 The atom is counted below a cut derived from the predicted law, not a fixed one: the resolution cut
 ``c`` below which the law puts one non-zero eigenvalue of d (:meth:`PredictedSpectrum.resolution_cut`),
@@ -22,6 +25,12 @@ Verdict rule, on the simulation rows:
   most the largest two-sample KS distance between seeds over the same range (finite-d fluctuations);
 - split: where theory rows exist, the predicted non-zero spectrum is one piece at the test α and at
   least two pieces at the largest α of the theory side;
+- split_sim: where two or more ``"split"`` rows exist and their law has a gap, the bulk's split seen in the
+  trained eigenvalues: the seed mean of the fraction of eigenvalues inside the predicted gap (edges scaled by
+  the prediction ``gap_scale``, 1 as computed) at most ``max(2 × its standard error, 1/d)`` (the law puts
+  none there; one eigenvalue of d is its resolution, as for the atom's cut), and the seed mean of the
+  fraction in the lower piece (above the resolution cut, up to the gap) within ``max(2 × its standard
+  error, 2/d)`` of the law's mass there;
 "holds" when all hold, "fails" otherwise, "inconclusive" with fewer than two seeds.
 """
 
@@ -53,7 +62,8 @@ __all__ = ["CLAIM", "CLAIMS", "Params", "run", "verdict"]
 
 @dataclass(frozen=True)
 class Params:
-    side: Literal["simulation", "theory"] = "simulation"  # Adam and the predicted law, or theory alone
+    # the ERM and the predicted law, the theory alone, or the ERM counted in the predicted gap at high α
+    side: Literal["simulation", "theory", "split"] = "simulation"
     d: int = 200  # token dimension of the Adam run
     alpha: float = 0.1  # sample ratio n/d²
     lam: float = 0.01  # λ̃
@@ -103,6 +113,8 @@ def run(point: Point) -> Result:
     fp = state_evolution(s_theory, p.alpha, nodes=p.nodes)
     ps = predicted_spectrum(s_theory, fp)
     pieces = nonzero_components(s_theory, fp)
+    if p.side == "split":
+        return _run_split(point, s_theory, fp, ps, pieces)
     if p.side == "theory":
         return Result(
             metrics={
@@ -144,10 +156,113 @@ def run(point: Point) -> Result:
     )
 
 
+def _gap(s_theory, fp) -> tuple[float, float]:
+    """The predicted gap between the first two pieces of the non-zero spectrum, in eigenvalues of ``Ŝ``
+    (``η (x − ε)`` on the law's axis ``x``); NaNs when the law has one piece."""
+    from attnlab.highdim.convolution import semicircle_convolution
+
+    law = semicircle_convolution(s_theory.spectrum, fp.delta)
+    above = sorted((a, b) for a, b in law.intervals if b > fp.eps)
+    if len(above) < 2:
+        return float("nan"), float("nan")
+    return fp.eta * (above[0][1] - fp.eps), fp.eta * (above[1][0] - fp.eps)
+
+
+def _split_counts(ev: np.ndarray, cut: float, lo: float, hi: float) -> tuple[float, float]:
+    """The fractions of the eigenvalues ``ev`` inside the gap ``(lo, hi)`` and in the lower piece ``(cut,
+    lo]``."""
+    return float(np.mean((ev > lo) & (ev < hi))), float(np.mean((ev > cut) & (ev <= lo)))
+
+
+def _run_split(point: Point, s_theory, fp, ps, pieces: int) -> Result:
+    """A ``"split"`` point: the ERM at the point's (high) α, its eigenvalues counted in the predicted gap and
+    in the lower piece."""
+    from attnlab.highdim import simulate
+
+    p: Params = point.p
+    lo, hi = _gap(s_theory, fp)
+    r = simulate(
+        p.d,
+        p.alpha,
+        kappa0=p.kappa0,
+        noise=p.noise,
+        tokens=p.tokens,
+        lam=p.lam,
+        seed=point.seed,
+        config=train_config(p),
+        device=point.device,
+    )
+    ev = np.sort(r.eigenvalues)
+    cut = p.cut if p.cut > 0 else ps.resolution_cut(p.d)
+    in_gap, lower = _split_counts(ev, cut, lo, hi) if pieces >= 2 else (float("nan"), float("nan"))
+    return Result(
+        metrics={
+            "pieces": pieces,
+            "gap_lo": lo,
+            "gap_hi": hi,
+            "cut": cut,
+            "rank_fraction": ps.rank_fraction,
+            "in_gap": in_gap,
+            "lower_sim": lower,
+            "lower_theory": float(np.diff(ps.cdf(np.array([cut, lo])))[0]) if pieces >= 2 else float("nan"),
+            "steps": r.steps,
+            "train_loss": r.train_loss,
+            "device": device_name(point.device),
+        },
+        arrays={"eigenvalues": ev, "pred_x": ps.x, "pred_density": ps.density * ps.rank_fraction},
+    )
+
+
+def _split_sim(splits: Sequence[Row], pred: Predict) -> tuple[dict, bool | None]:
+    """The numbers of the split seen in simulation and whether it holds (None: no gap to count)."""
+    from attnlab.highdim.law_distance import tabulated_cdf
+
+    r0 = splits[0]
+    d = r0.params["d"]
+    nums: dict = {"split_sim_alpha": r0.params["alpha"], "split_sim_d": d, "split_sim_seeds": len(splits)}
+    nums["split_sim_pieces"] = r0.metrics["pieces"]
+    if r0.metrics["pieces"] < 2:
+        return nums, None
+    scale = pred("gap_scale", 1.0)
+    lo, hi = r0.metrics["gap_lo"] * scale, r0.metrics["gap_hi"] * scale
+    cut = float(np.mean([r.metrics["cut"] for r in splits]))
+    counts = np.array([_split_counts(np.asarray(r.arrays["eigenvalues"]), cut, lo, hi) for r in splits])
+    x, dens = np.asarray(r0.arrays["pred_x"]), np.asarray(r0.arrays["pred_density"])
+    F = tabulated_cdf(x, dens, [cut, lo])  # the non-zero part's law, as PredictedSpectrum.cdf_nonzero
+    lower_theory = r0.metrics["rank_fraction"] * float(F[1] - F[0])
+    sem = counts.std(axis=0, ddof=1) / np.sqrt(len(splits))
+    nums.update(
+        gap_lo=lo,
+        gap_hi=hi,
+        in_gap=float(counts[:, 0].mean()),
+        in_gap_per_seed=float(counts[:, 0].mean() * d),
+        in_gap_tol=max(2 * float(sem[0]), 1 / d),
+        lower_sim=float(counts[:, 1].mean()),
+        lower_theory=lower_theory,
+        lower_tol=max(2 * float(sem[1]), 2 / d),
+    )
+    ok = nums["in_gap"] <= nums["in_gap_tol"] and abs(nums["lower_sim"] - lower_theory) <= nums["lower_tol"]
+    return nums, ok
+
+
+def _split_reading(n: dict) -> str:
+    head = f"the ERM at α = {n['split_sim_alpha']} (d = {n['split_sim_d']}, {n['split_sim_seeds']} seeds)"
+    if n["split_sim_pieces"] < 2:
+        return f"{head}: the law there is one piece, no gap to count"
+    return (
+        f"{head}: {n['in_gap_per_seed']:.2f} eigenvalues per seed in the predicted gap "
+        f"({n['gap_lo']:.4f}, {n['gap_hi']:.4f}) (fraction {n['in_gap']:.4f}, "
+        f"tolerance {n['in_gap_tol']:.4f}); "
+        f"lower piece {n['lower_sim']:.3f} against {n['lower_theory']:.3f} (tolerance {n['lower_tol']:.3f})"
+    )
+
+
 TOLERANCE = (
     "atom: |seed mean of the fraction <= c − predicted cdf(c)| <= max(2 standard errors, 2/d), c the law's "
     "resolution cut; law: each seed's KS to the predicted law over eigenvalues >= c <= the largest "
-    "two-sample KS between seeds there; split: one piece at the test α, two or more at the largest theory α"
+    "two-sample KS between seeds there; split: one piece at the test α, two or more at the largest theory "
+    "α; split_sim: the ERM at the split α puts a fraction of its eigenvalues <= max(2 standard errors, 1/d) "
+    "in the predicted gap and its lower piece's mass within max(2 standard errors, 2/d) of the law's"
 )
 
 
@@ -158,6 +273,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
     sims = [
         r for r in good if r.params.get("side", "simulation") == "simulation" and "eigenvalues" in r.arrays
     ]
+    splits = [r for r in good if r.params.get("side") == "split" and "eigenvalues" in r.arrays]
     theory = sorted((r for r in good if r.params.get("side") == "theory"), key=lambda r: r.params["alpha"])
     nums: dict = {f"pieces_a{r.params['alpha']}": r.metrics["pieces"] for r in theory}
     if len(sims) < 2:
@@ -198,6 +314,13 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
     if theory:
         nums.update(split_alpha=theory[-1].params["alpha"], pieces_split=theory[-1].metrics["pieces"])
         checks["split"] = nums["pieces_split"] >= 2 and nums["pieces_test"] == 1
+    nums["split_sim_reading"] = "no simulation at the split α"
+    if len(splits) >= 2:
+        split_nums, split_ok = _split_sim(splits, pred)
+        nums.update(split_nums)
+        nums["split_sim_reading"] = _split_reading(nums)
+        if split_ok is not None:
+            checks["split_sim"] = split_ok
     ok = all(checks.values())
     # the branch: every check when it holds (a conjunction: a control failing any one of them fails through
     # the rule that decides the test, engine.power), else the first that failed; the band is the atom's
@@ -214,22 +337,30 @@ CLAIM = Claim(
     paper=PAPER,
     statement="The eigenvalues of the trained S follow η·ReLU(S0 + δZ − ε): atom at zero, rank fraction, "
     "and the law of the non-zero part (Kolmogorov–Smirnov, tolerance from the seeds' spread); at high α "
-    "the predicted bulk splits.",
-    version=7,  # label nodes folded at T = 2 (channel_nodes.default_fold)
+    "the bulk splits, in the predicted law and in the trained eigenvalues.",
+    version=8,  # the split seen in simulation (side "split")
     params=Params,
     grids={
         "quick": Grid(
             {},
             {"side": "simulation", "d": 200, "alpha": 0.1, "lam": 0.01},
             seeds=3,
-            extra=[Grid({"alpha": [0.1, 1.0, 4.0, 40.0]}, {"side": "theory", "lam": 0.01, "rep": 0})],
+            extra=[
+                Grid({"alpha": [0.1, 1.0, 4.0, 40.0]}, {"side": "theory", "lam": 0.01, "rep": 0}),
+                # the split seen in simulation: d = 60 left the gap empty at three of three seeds (5-6 CPU-s
+                # each); at d = 40 one eigenvalue per seed strays into it
+                Grid({}, {"side": "split", "d": 60, "alpha": 20.0, "lam": 0.01}),
+            ],
         ),
         "full": Grid(
             {"alpha": [0.1, 0.5, 4.0]},
             {"side": "simulation", "d": 200, "lam": 0.01, "nodes": 8192, "max_steps": 6000},
             seeds=3,
             extra=[
-                Grid({"alpha": [0.1, 0.5, 1.0, 4.0, 10.0, 40.0]}, {"side": "theory", "nodes": 8192, "rep": 0})
+                Grid(
+                    {"alpha": [0.1, 0.5, 1.0, 4.0, 10.0, 40.0]}, {"side": "theory", "nodes": 8192, "rep": 0}
+                ),
+                Grid({}, {"side": "split", "d": 100, "alpha": 20.0, "lam": 0.01, "nodes": 8192}),
             ],
         ),
     },
@@ -238,6 +369,7 @@ CLAIM = Claim(
     predictions={
         "atom": "the predicted mass of the atom at zero μ_δ((−∞, ε])",
         "eigenvalue_scale": "the scale of the predicted non-zero law's axis (η; 1 as computed)",
+        "gap_scale": "the scale of the predicted gap's edges at the split α (1 as computed)",
     },
     controls={
         "theory_at_2lam": Control(
@@ -254,12 +386,12 @@ CLAIM = Claim(
         "measured vs {cdf_cut_theory:.3f} predicted (atom {atom_theory:.3f}; tolerance {atom_tol:.3f}); "
         "largest KS to the predicted law {ks_max:.3f} within the seeds' own spread {ks_tol:.3f} "
         "(d = {d}, α = {alpha}, {seeds} seeds); "
-        "predicted bulk in {pieces_split} pieces at α = {split_alpha}.",
+        "predicted bulk in {pieces_split} pieces at α = {split_alpha}; {split_sim_reading}.",
         "fails": "Fraction of eigenvalues at or below the law's resolution cut {cut:.4f}: {cdf_cut_sim:.3f} "
         "measured vs {cdf_cut_theory:.3f} predicted (atom {atom_theory:.3f}; tolerance {atom_tol:.3f}); "
         "largest KS to the predicted law {ks_max:.3f} against the seeds' spread {ks_tol:.3f} "
         "(d = {d}, α = {alpha}, {seeds} seeds); "
-        "predicted bulk in {pieces_split} pieces at α = {split_alpha}.",
+        "predicted bulk in {pieces_split} pieces at α = {split_alpha}; {split_sim_reading}.",
     },
 )
 

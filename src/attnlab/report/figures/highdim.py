@@ -84,11 +84,18 @@ def factorised_vs_frobenius(rows: Sequence[Row]) -> dict[str, Any]:
 
 def spectrum(rows: Sequence[Row]) -> dict[str, Any]:
     """Left: the non-zero eigenvalues of the seeds against the predicted law. Right: the predicted non-zero
-    law at each α of the theory side (the bulk splitting at high α)."""
+    law at each α of the theory side (the bulk splitting at high α), with the predicted gap at the split α and
+    the ERM's eigenvalues there (``side = "split"``) as ticks."""
     good = _test(rows)
-    sims = [r for r in good if "eigenvalues" in r.arrays]
-    fig, axes = new_figure(1, 2)
-    ax, axt = axes[0]
+    sims = [
+        r for r in good if "eigenvalues" in r.arrays and r.params.get("side", "simulation") == "simulation"
+    ]
+    splits = [r for r in good if "eigenvalues" in r.arrays and r.params.get("side") == "split"]
+    gap = bool(splits) and splits[0].metrics.get("pieces", 1) >= 2
+    fig, axes = new_figure(1, 3 if gap else 2)
+    ax, axt = axes[0][:2]
+    if gap:
+        _split_panel(axes[0][2], splits)
     if sims:
         r = sims[0]
         ev = np.concatenate([np.asarray(q.arrays["eigenvalues"]) for q in sims])
@@ -111,6 +118,30 @@ def spectrum(rows: Sequence[Row]) -> dict[str, Any]:
     if axt.get_lines():
         axt.legend(fontsize=7)
     return {"spectrum": fig}
+
+
+def _split_panel(ax, splits: Sequence[Row]) -> None:
+    """The ERM's eigenvalues at the split α (seeds pooled, above the resolution cut) against the predicted
+    law there, zoomed on the lower piece and the gap (shaded)."""
+    r = splits[0]
+    lo, hi, cut = r.metrics["gap_lo"], r.metrics["gap_hi"], r.metrics["cut"]
+    top = 3 * hi
+    ev = np.concatenate([np.asarray(q.arrays["eigenvalues"]) for q in splits])
+    ev = ev[(ev > cut) & (ev < top)]
+    # counts per seed and unit eigenvalue: the same scale as the law's density × rank fraction
+    bins = np.linspace(0, top, 31)
+    h, _ = np.histogram(ev, bins=bins)
+    ax.bar(bins[:-1], h / (len(splits) * r.params["d"] * np.diff(bins)), width=np.diff(bins), align="edge",
+           alpha=0.5, label=f"ERM, d = {r.params['d']}, {len(splits)} seed(s) pooled")  # fmt: skip
+    x, dens = np.asarray(r.arrays["pred_x"]), np.asarray(r.arrays["pred_density"])
+    keep = x < top
+    ax.plot(x[keep], dens[keep], "r-", label="theory")
+    ax.axvspan(lo, hi, color="grey", alpha=0.3, label="predicted gap")
+    ax.axvline(cut, color="k", lw=0.8, ls=":", label="resolution cut")
+    ax.set_title(f"the split at α = {r.params['alpha']}", fontsize=9)
+    ax.set_xlabel("eigenvalue of Ŝ")
+    ax.set_ylabel("eigenvalues per d and unit eigenvalue")
+    ax.legend(fontsize=7)
 
 
 def _threshold(rows: Sequence[Row], metric: str, marks: Sequence[tuple[str, str]], ylabel: str):
