@@ -98,13 +98,26 @@ def train_config(p: Params):
     return TrainConfig(max_steps=p.max_steps, rtol=p.rtol, optimizer=p.optimizer, dtype=p.dtype)
 
 
-def run(point: Point) -> Result:
-    from attnlab.highdim import (
-        nonzero_components,
-        predicted_spectrum,
-        simulate,
-        state_evolution,
+def _train(point: Point):
+    """The ERM of a simulation or split point: ``attnlab.highdim.simulate`` at its d, α, λ̃ and seed."""
+    from attnlab.highdim import simulate
+
+    p: Params = point.p
+    return simulate(
+        p.d,
+        p.alpha,
+        kappa0=p.kappa0,
+        noise=p.noise,
+        tokens=p.tokens,
+        lam=p.lam,
+        seed=point.seed,
+        config=train_config(p),
+        device=point.device,
     )
+
+
+def run(point: Point) -> Result:
+    from attnlab.highdim import nonzero_components, predicted_spectrum, state_evolution
     from attnlab.highdim.law_distance import ks_with_atom
 
     p: Params = point.p
@@ -126,17 +139,7 @@ def run(point: Point) -> Result:
             },
             arrays={"pred_x": ps.x, "pred_density": ps.density * ps.rank_fraction},
         )
-    r = simulate(
-        p.d,
-        p.alpha,
-        kappa0=p.kappa0,
-        noise=p.noise,
-        tokens=p.tokens,
-        lam=p.lam,
-        seed=point.seed,
-        config=train_config(p),
-        device=point.device,
-    )
+    r = _train(point)
     ev = np.sort(r.eigenvalues)
     cut = p.cut if p.cut > 0 else ps.resolution_cut(p.d)
     return Result(
@@ -177,21 +180,9 @@ def _split_counts(ev: np.ndarray, cut: float, lo: float, hi: float) -> tuple[flo
 def _run_split(point: Point, s_theory, fp, ps, pieces: int) -> Result:
     """A ``"split"`` point: the ERM at the point's (high) α, its eigenvalues counted in the predicted gap and
     in the lower piece."""
-    from attnlab.highdim import simulate
-
     p: Params = point.p
     lo, hi = _gap(s_theory, fp)
-    r = simulate(
-        p.d,
-        p.alpha,
-        kappa0=p.kappa0,
-        noise=p.noise,
-        tokens=p.tokens,
-        lam=p.lam,
-        seed=point.seed,
-        config=train_config(p),
-        device=point.device,
-    )
+    r = _train(point)
     ev = np.sort(r.eigenvalues)
     cut = p.cut if p.cut > 0 else ps.resolution_cut(p.d)
     in_gap, lower = _split_counts(ev, cut, lo, hi) if pieces >= 2 else (float("nan"), float("nan"))
