@@ -182,6 +182,9 @@ def test_split_rows_without_a_gap_are_reported_not_decided():
     assert v.status == "holds" and v.branch == "atom+law+split"
     assert "one piece, no gap to count" in v.numbers["split_sim_reading"]
     assert CLAIM.decide(_rows()).numbers["split_sim_reading"] == "no simulation at the split α"
+    # one seed at the split α: the check is left out and the reading says why
+    one = CLAIM.decide(_rows() + _quantile_rows(*_LAW20, seeds=1))
+    assert one.branch == "atom+law+split" and "needs two or more" in one.numbers["split_sim_reading"]
 
 
 def test_a_real_split_point_stores_what_the_verdict_recounts():

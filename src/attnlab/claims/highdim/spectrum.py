@@ -305,7 +305,9 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
     if theory:
         nums.update(split_alpha=theory[-1].params["alpha"], pieces_split=theory[-1].metrics["pieces"])
         checks["split"] = nums["pieces_split"] >= 2 and nums["pieces_test"] == 1
-    nums["split_sim_reading"] = "no simulation at the split α"
+    nums["split_sim_reading"] = (
+        "one seed at the split α (the check needs two or more)" if splits else "no simulation at the split α"
+    )
     if len(splits) >= 2:
         split_nums, split_ok = _split_sim(splits, pred)
         nums.update(split_nums)
