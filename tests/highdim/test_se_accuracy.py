@@ -9,8 +9,8 @@ import torch
 from scipy import integrate
 
 from attnlab.highdim import OutputChannel, Setting, state_evolution
-from attnlab.highdim.channel import two_token_test_error
 from attnlab.highdim.channel_nodes import default_nodes, layout, target_grid, w_nodes
+from attnlab.highdim.two_token import two_token_test_error
 
 
 @pytest.mark.parametrize("lam,q,m,sigma", [(1e-2, 1.46, 1.38, 2.3), (1e-4, 5.13, 2.12, 62.2)])

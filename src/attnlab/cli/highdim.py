@@ -19,13 +19,12 @@ from attnlab.cli.common import (
     TaskProgress,
     UsageError,
     check_device,
-    check_memory,
     check_out_file,
-    check_seed,
     emit_json,
     err_console,
     out_console,
 )
+from attnlab.cli.highdim_checks import check_nodes, check_setting, check_training
 
 app = typer.Typer(help="Paper C: single-head tied attention in high dimensions.", no_args_is_help=True)
 
@@ -35,58 +34,6 @@ TOK = typer.Option(2, "--tokens", help="Sequence length T.")
 LAM = typer.Option(0.01, "--lam", help="λ̃: nuclear-norm coefficient (weight decay λ = λ̃/√κ).")
 BETA = typer.Option(1.0, "--beta", help="Student inverse temperature β.")
 BETA0 = typer.Option(1.0, "--beta0", help="Target inverse temperature β0.")
-
-
-def _check_setting(
-    kappa0: float, noise: float, tokens: int, lam: float, beta: float = 1.0, beta0: float = 1.0
-):
-    from attnlab.core.validation import check_int, check_real
-
-    check_real("--kappa0", kappa0, min=0.0, min_open=True)
-    check_real("--noise", noise, min=0.0)
-    check_int("--tokens", tokens, min=2)
-    check_real("--lam", lam, min=0.0)
-    check_real("--beta", beta, min=0.0, min_open=True)
-    check_real("--beta0", beta0, min=0.0)
-
-
-def _check_nodes(nodes: int, tokens: int) -> None:
-    from attnlab.core.validation import check_int
-
-    check_int("--nodes", nodes, min=16)
-    # per node: the K = T(T+1)/2 flat coordinates of (z*, z, ξ, h), a T × T softmax and Newton's
-    # K × K systems, in float64 with working copies (~40 values per T² entry)
-    check_memory(
-        "--nodes",
-        nodes,
-        8 * 40 * nodes * tokens**2 * max(1, tokens // 2),
-        f"the quadrature nodes at T = {tokens} tokens",
-    )
-
-
-def _check_training(d: int, alpha: float, tokens: int, task: str, kappa: float, max_steps: int, seed: int):
-    """Options of an Adam run, and its memory: X (n, T, d), labels, logits and their autograd copies."""
-    from attnlab.core.validation import check_choice, check_int, check_real
-
-    d = check_int("--d", d, min=2)
-    alpha = check_real("--alpha", alpha, min=0.0, min_open=True)
-    check_choice("--task", task, ("seq2lab", "seq2seq"))
-    check_real("--kappa", kappa, min=0.0, min_open=True)
-    check_int("--max-steps", max_steps, min=1)
-    check_seed(seed)
-    n = round(alpha * d * d)
-    if n < 1:
-        raise UsageError(
-            "--alpha", f"at least one training sequence (α d² >= 0.5, here {alpha * d * d:.3g})", alpha
-        )
-    label = tokens * (d if task == "seq2seq" else tokens)
-    per_seq = 8 * (4 * tokens * d + 6 * tokens * tokens + 2 * label)
-    check_memory(
-        "--alpha",
-        alpha,
-        (n + 2000) * per_seq + 8 * 8 * d * d,
-        f"n = α d² = {n:.3g} sequences of T = {tokens} tokens",
-    )
 
 
 def _show(title: str, out: dict, err: dict | None = None) -> None:
@@ -161,7 +108,7 @@ def se(
     from attnlab.highdim import Setting, state_evolution
     from attnlab.highdim.channel_nodes import check_grid, default_nodes, layout, target_grid, target_nodes
 
-    _check_setting(kappa0, noise, tokens, lam, beta, beta0)
+    check_setting(kappa0, noise, tokens, lam, beta, beta0)
     if fold and tokens != 2:
         raise UsageError("--fold", "--tokens 2 (the symmetries it folds are those of two tokens)", tokens)
     # α above 1000 is the noiseless limit, reached long before (and the solver's fixed point turns nan)
@@ -174,10 +121,10 @@ def se(
         check_real("--rtol", rtol, min=0.0, max=1.0, min_open=True, max_open=True)
     if nodes is None:
         nodes = default_nodes(s) if rtol is None else target_nodes(s, rtol, grid)
-    _check_nodes(nodes, tokens)
+    check_nodes(nodes, tokens)
     check_int("--scrambles", scrambles, min=1, max=64)
     # the refinement holds every scramble's nodes in one batch (a targeted solve's batches too)
-    _check_nodes(nodes * scrambles, tokens)
+    check_nodes(nodes * scrambles, tokens)
     target = {}
     if rtol is not None:
         from attnlab.highdim.se_target import (
@@ -303,8 +250,8 @@ def sweep(
     from attnlab.highdim import Setting
     from attnlab.highdim import sweep as se_sweep
 
-    _check_setting(kappa0, noise, tokens, lam, beta, beta0)
-    _check_nodes(nodes, tokens)
+    check_setting(kappa0, noise, tokens, lam, beta, beta0)
+    check_nodes(nodes, tokens)
     check_real("--tol", tol, min=0.0, min_open=True, max=0.1)
     try:
         grid = [float(a) for a in alphas.split(",")]
@@ -348,7 +295,7 @@ def thresholds(
     from attnlab.highdim.spectra import MarchenkoPastur
     from attnlab.highdim.thresholds import NOISE_FLOOR
 
-    _check_setting(kappa0, noise, tokens, 0.0)
+    check_setting(kappa0, noise, tokens, 0.0)
     floor = NOISE_FLOOR * MarchenkoPastur(kappa0).q0
     if 0 < noise < floor:  # the interpolation threshold is not resolved there (thresholds.NOISE_FLOOR)
         raise UsageError(
@@ -391,8 +338,8 @@ def train(
     """Train the student by full-batch Adam (lr 0.1, float64 loss, relative tolerance)."""
     from attnlab.highdim import TrainConfig, simulate
 
-    _check_setting(kappa0, noise, tokens, lam)
-    _check_training(d, alpha, tokens, task, kappa, max_steps, seed)
+    check_setting(kappa0, noise, tokens, lam)
+    check_training(d, alpha, tokens, task, kappa, max_steps, seed)
     device = check_device(device)
     cfg = TrainConfig(max_steps=max_steps)
     with TaskProgress("drawing data", total=max_steps) as bar:
@@ -441,9 +388,9 @@ def spectrum(
     json_out: bool = JsonOpt,
 ) -> None:
     """Predicted spectrum of the learned S (docs/highdim.md C4) against Adam's, written as a figure."""
-    _check_setting(kappa0, noise, tokens, lam)
-    _check_training(d, alpha, tokens, "seq2lab", 1.0, max_steps, seed)
-    _check_nodes(nodes, tokens)
+    check_setting(kappa0, noise, tokens, lam)
+    check_training(d, alpha, tokens, "seq2lab", 1.0, max_steps, seed)
+    check_nodes(nodes, tokens)
     out = check_out_file("--out", out, (".png",), folder_name="highdim_spectrum.png")
     svg = out.with_suffix(".svg")
     if svg.is_dir():

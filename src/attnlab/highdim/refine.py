@@ -26,7 +26,7 @@ Being linear in ``G_r``, their mean is the linearisation of the mean map's fixed
 averaging nonlinear solves. The hats and ``E[M]`` of each scramble are linearised alike (their Jacobian
 from the same differences), so the training loss and the spectral parameters of each scramble point follow
 from its own hats; the test error at T = 2 is the Gauss–Hermite rule of
-:func:`~attnlab.highdim.channel.two_token_test_error` at each scramble's ``(q, m)`` (its own quadrature
+:func:`~attnlab.highdim.two_token.two_token_test_error` at each scramble's ``(q, m)`` (its own quadrature
 error ~1e-8; its standard error is the fixed point's, propagated).
 """
 
@@ -38,10 +38,11 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from attnlab.highdim.channel import OutputChannel, two_token_test_error
+from attnlab.highdim.channel import OutputChannel
 from attnlab.highdim.fixed_point import MAX_STEP, FixedPoint, _train_loss, prior_equations, to_x, to_y
 from attnlab.highdim.setting import Setting
 from attnlab.highdim.spectra import J_and_derivatives
+from attnlab.highdim.two_token import two_token_test_error
 
 __all__ = ["refine", "stack_channels"]
 
