@@ -107,6 +107,27 @@ def train_config(p: Any):
     )
 
 
+def simulate_point(point: Any, p: Any, config: Any, **extra: Any):
+    """The ERM of a simulation point: :func:`attnlab.highdim.simulate` at the ``d``, ``α``, ``κ0``, ``Δ``,
+    ``T`` and ``λ̃`` of ``p`` (the point's parameters as the claim reads them: a control may have rescaled
+    some) and the point's seed and device, with the optimiser ``config``; ``extra``: the further keywords of
+    ``simulate`` a claim varies (``factorised``, ``beta``, ``task``, ...)."""
+    from attnlab.highdim import simulate
+
+    return simulate(
+        p.d,
+        p.alpha,
+        kappa0=p.kappa0,
+        noise=p.noise,
+        tokens=p.tokens,
+        lam=p.lam,
+        seed=point.seed,
+        config=config,
+        device=point.device,
+        **extra,
+    )
+
+
 def setting(p: Any, **over: Any):
     """The problem of docs/highdim.md C from a claim's ``Params`` (fields ``kappa0``, ``noise``, ``tokens``,
     ``lam``), with ``over`` replacing any of them (or adding ``target``)."""

@@ -48,7 +48,15 @@ from typing import Literal
 
 import numpy as np
 
-from attnlab.claims.highdim._common import PAPER, SETTING_DOMAINS, device_name, groups, ok_rows, train_config
+from attnlab.claims.highdim._common import (
+    PAPER,
+    SETTING_DOMAINS,
+    device_name,
+    groups,
+    ok_rows,
+    simulate_point,
+    train_config,
+)
 from attnlab.claims.highdim._common import se_threshold as _se_threshold
 from attnlab.engine.params import In
 from attnlab.engine.protocol import (
@@ -113,23 +121,13 @@ class Params:
 
 
 def run(point: Point) -> Result:
-    from attnlab.highdim import interpolation_threshold, simulate
+    from attnlab.highdim import interpolation_threshold
 
     p: Params = point.p
     ai, _ = interpolation_threshold(p.kappa0, p.noise, p.tokens)
     if p.side == "theory":
         return _theory(p, ai)
-    r = simulate(
-        p.d,
-        p.alpha,
-        kappa0=p.kappa0,
-        noise=p.noise,
-        tokens=p.tokens,
-        lam=p.lam,
-        seed=point.seed,
-        config=train_config(p),
-        device=point.device,
-    )
+    r = simulate_point(point, p, train_config(p))
     return Result(
         metrics={
             "alpha_interp": ai,

@@ -43,7 +43,15 @@ from typing import Literal
 
 import numpy as np
 
-from attnlab.claims.highdim._common import PAPER, SETTING_DOMAINS, device_name, groups, ok_rows, train_config
+from attnlab.claims.highdim._common import (
+    PAPER,
+    SETTING_DOMAINS,
+    device_name,
+    groups,
+    ok_rows,
+    simulate_point,
+    train_config,
+)
 from attnlab.claims.highdim._common import se_threshold as _se_threshold
 from attnlab.engine.params import In
 from attnlab.engine.protocol import NO_PERTURBATION, Claim, Grid, Part, Point, Predict, Result, Row, Verdict
@@ -141,7 +149,6 @@ def run(point: Point) -> Result:
         perfect_recovery_bayes,
         perfect_recovery_threshold,
         perfect_recovery_unfactorised,
-        simulate,
     )
 
     p: Params = point.p
@@ -153,18 +160,7 @@ def run(point: Point) -> Result:
     }
     if p.side == "theory":
         return _theory(p, th)
-    r = simulate(
-        p.d,
-        p.alpha,
-        kappa0=p.kappa0,
-        noise=p.noise,
-        tokens=p.tokens,
-        lam=p.lam,
-        factorised=p.factorised,
-        seed=point.seed,
-        config=train_config(p),
-        device=point.device,
-    )
+    r = simulate_point(point, p, train_config(p), factorised=p.factorised)
     return Result(
         metrics={
             **th,

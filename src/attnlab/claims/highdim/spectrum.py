@@ -43,7 +43,14 @@ from typing import Literal
 
 import numpy as np
 
-from attnlab.claims.highdim._common import PAPER, SETTING_DOMAINS, device_name, ok_rows, setting
+from attnlab.claims.highdim._common import (
+    PAPER,
+    SETTING_DOMAINS,
+    device_name,
+    ok_rows,
+    setting,
+    simulate_point,
+)
 from attnlab.engine.params import In, OneOf
 from attnlab.engine.protocol import (
     NO_PERTURBATION,
@@ -98,24 +105,6 @@ def train_config(p: Params):
     return TrainConfig(max_steps=p.max_steps, rtol=p.rtol, optimizer=p.optimizer, dtype=p.dtype)
 
 
-def _train(point: Point):
-    """The ERM of a simulation or split point: ``attnlab.highdim.simulate`` at its d, α, λ̃ and seed."""
-    from attnlab.highdim import simulate
-
-    p: Params = point.p
-    return simulate(
-        p.d,
-        p.alpha,
-        kappa0=p.kappa0,
-        noise=p.noise,
-        tokens=p.tokens,
-        lam=p.lam,
-        seed=point.seed,
-        config=train_config(p),
-        device=point.device,
-    )
-
-
 def run(point: Point) -> Result:
     from attnlab.highdim import nonzero_components, predicted_spectrum, state_evolution
     from attnlab.highdim.law_distance import ks_with_atom
@@ -139,7 +128,7 @@ def run(point: Point) -> Result:
             },
             arrays={"pred_x": ps.x, "pred_density": ps.density * ps.rank_fraction},
         )
-    r = _train(point)
+    r = simulate_point(point, p, train_config(p))
     ev = np.sort(r.eigenvalues)
     cut = p.cut if p.cut > 0 else ps.resolution_cut(p.d)
     return Result(
@@ -182,7 +171,7 @@ def _run_split(point: Point, s_theory, fp, ps, pieces: int) -> Result:
     in the lower piece."""
     p: Params = point.p
     lo, hi = _gap(s_theory, fp)
-    r = _train(point)
+    r = simulate_point(point, p, train_config(p))
     ev = np.sort(r.eigenvalues)
     cut = p.cut if p.cut > 0 else ps.resolution_cut(p.d)
     in_gap, lower = _split_counts(ev, cut, lo, hi) if pieces >= 2 else (float("nan"), float("nan"))

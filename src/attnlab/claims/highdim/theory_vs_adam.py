@@ -35,7 +35,15 @@ from typing import Literal
 
 import numpy as np
 
-from attnlab.claims.highdim._common import PAPER, SETTING_DOMAINS, device_name, ok_rows, setting, train_config
+from attnlab.claims.highdim._common import (
+    PAPER,
+    SETTING_DOMAINS,
+    device_name,
+    ok_rows,
+    setting,
+    simulate_point,
+    train_config,
+)
 from attnlab.engine.params import In
 from attnlab.engine.protocol import (
     NO_PERTURBATION,
@@ -104,7 +112,7 @@ def erm_config(p: Params):
 def run(point: Point, p: Params | None = None) -> Result:
     """One point: the state evolution or one ERM run. ``p``: parameters to use instead of ``point.p``
     (a variant claim's planted change on one side), with ``point``'s seed and device."""
-    from attnlab.highdim import simulate, state_evolution
+    from attnlab.highdim import state_evolution
 
     p = point.p if p is None else p
     if p.side == "simulation" and p.sim_lam_scale != 1.0:  # the control's planted mismatch, ERM side only
@@ -122,21 +130,7 @@ def run(point: Point, p: Params | None = None) -> Result:
                 "device": "cpu",  # state evolution: numpy/scipy
             }
         )
-    r = simulate(
-        p.d,
-        p.alpha,
-        kappa0=p.kappa0,
-        noise=p.noise,
-        tokens=p.tokens,
-        lam=p.lam,
-        beta=p.beta,
-        beta0=p.beta0,
-        kappa=p.kappa,
-        task=p.task,
-        seed=point.seed,
-        config=erm_config(p),
-        device=point.device,
-    )
+    r = simulate_point(point, p, erm_config(p), beta=p.beta, beta0=p.beta0, kappa=p.kappa, task=p.task)
     return Result(
         metrics={
             "sim_test_error": r.test_error,
