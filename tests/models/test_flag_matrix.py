@@ -80,7 +80,8 @@ def test_refused_variant_is_named(name: str, tmp_path, capsys) -> None:
 # ------------------------------------------------------------------------------------------------
 # the matrix in docs/models.md against the installed transformers
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "models.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs" / "models.md"
 COLUMNS = ("tested", "refused", "sizes", "rope", "outside")
 #: config fields the reference derives from another field that the variants set
 ALIASES = {
@@ -199,7 +200,12 @@ def test_docs_matrix_lists_every_field_transformers_reads() -> None:
                 problems.append(f"{mt}: {f} marked refused without a REFUSED_VARIANTS entry")
         if not row["sizes"] <= SIZES:
             problems.append(f"{mt}: sizes {sorted(row['sizes'] - SIZES)} are not head counts or widths")
-    assert not problems, "\n".join(problems)
+    pinned = re.search(r"^transformers==(\S+)", (ROOT / "constraints.txt").read_text(), re.M)
+    where = (
+        f"the table is checked against transformers {pinned.group(1)} (constraints.txt); "
+        f"installed: {transformers.__version__}"
+    )
+    assert not problems, "\n".join([*problems, where])
 
 
 def test_scanner_sees_flags_read_in_the_model_and_attention_classes() -> None:
