@@ -1,7 +1,8 @@
-"""highdim.scaling-law: the simulated plateau decides (a planted power law recovers its exponent, a shifted
-prediction and the flatter-target control fail through the exponent branch), drift and too few seeds leave
-it inconclusive, the quick profile (state evolution only) is inconclusive with its numerics part, and the
-state evolution's own plateau rule."""
+"""highdim.scaling-law: the simulated exponent decides over the window where the state evolution at the
+ERM's d plateaus (a planted power law recovers its exponent, a shifted prediction and the flatter-target
+control fail through the exponent branch, the window does not move with a simulated cell), a drifting
+theory, a missing theory and too few seeds leave it inconclusive, the quick profile (state evolution only)
+is inconclusive with its numerics part, and the state evolution's own plateau rule."""
 
 from __future__ import annotations
 
@@ -45,6 +46,19 @@ def _sim(excess, seeds=4, sigma=0.03, d=400, gamma=1.0, lam=1e-3, seed=0):
     ]
 
 
+def _theory400(excess, gamma=1.0, lam=1e-3):
+    """State-evolution rows on the ERM's own grid (d = 400): the window the ERM's exponent is read over."""
+    return [
+        Row(
+            "t",
+            {"side": "theory", "alpha": a, "d": 400, "gamma": gamma, "lam": lam, "rep": 0},
+            "ok",
+            {"excess": excess(a * 400), "converged": True},
+        )
+        for a in SIM_ALPHAS
+    ]
+
+
 def _crossover(p):
     """A power law ``x^p`` up to n/d = 16 that turns up at 32 (the interpolation peak seen at d = 400)."""
     return lambda x: x**p * (1.0 if x <= 16 else 2.0)
@@ -54,13 +68,16 @@ NAME = "g1.0_d400_lam0.001"
 
 
 def test_a_planted_power_law_recovers_its_exponent_and_holds():
-    rows = _sim(_crossover(-0.5)) + _rows(lambda x: 0.3 * x**-0.5)
+    rows = _sim(_crossover(-0.5)) + _rows(lambda x: 0.3 * x**-0.5) + _theory400(_crossover(-0.5))
     v = CLAIM.decide(rows)
     assert v.status == "holds" and v.branch == "exponent" and v.numbers["plateaus"] == 1
-    # the plateau stops before the planted upturn at n/d = 32; the exponent is the planted one within the
-    # noise: 4 seeds of 3% log-noise over a 3-octave fit give a slope se of about 0.03/(√4·3·ln2·0.8)
+    # the theory's plateau stops before the planted upturn at n/d = 32; the exponent is the planted one within
+    # the noise: 4 seeds of 3% log-noise over a 3-octave fit give a slope se of about 0.03/(√4·3·ln2·0.8)
     # ≈ 0.01, so 0.04 is four standard errors
-    assert v.numbers[f"sim_plateau_n_over_d_{NAME}"] == [2.0, 16.0]
+    assert v.numbers[f"sim_window_n_over_d_{NAME}"] == [2.0, 16.0]
+    assert v.numbers[f"window_theory_exponent_{NAME}"] == pytest.approx(-0.5, abs=1e-12)
+    se = v.numbers[f"sim_exponent_se_{NAME}"]
+    assert v.numbers[f"sim_tolerance_{NAME}"] == pytest.approx(0.05 + 2 * se)
     assert v.numbers[f"sim_exponent_{NAME}"] == pytest.approx(-0.5, abs=0.04)
     assert 0 < v.numbers[f"sim_exponent_se_{NAME}"] < 0.03
     assert v.parts == {"state-evolution": "holds"}
@@ -68,7 +85,7 @@ def test_a_planted_power_law_recovers_its_exponent_and_holds():
 
 
 def test_a_prediction_shifted_beyond_the_band_fails_through_the_exponent():
-    rows = _sim(_crossover(-0.5))
+    rows = _sim(_crossover(-0.5)) + _theory400(_crossover(-0.5))
     v = CLAIM.decide(rows)
     gap = abs(v.numbers[f"sim_exponent_{NAME}"] + 0.5)
     shift = (gap + v.numbers[f"sim_tolerance_{NAME}"]) / 0.5 * 1.05  # just past the band
@@ -81,26 +98,66 @@ def test_a_prediction_shifted_beyond_the_band_fails_through_the_exponent():
 
 
 def test_the_flatter_target_control_fails_through_the_same_branch():
-    # the control's ERM learns γ = 0.75: its excess decays like (n/d)^(−1/3), held against −0.5
-    v = CLAIM.decide(_sim(_crossover(-1 / 3)))
+    # the control's ERM learns γ = 0.75: its excess decays like (n/d)^(−1/3), held against −0.5 over the
+    # window of the test's state evolution (the control shares the test's theory rows)
+    v = CLAIM.decide(_sim(_crossover(-1 / 3)) + _theory400(_crossover(-0.5)))
     assert v.status == "fails" and v.branch == "exponent"
     assert v.numbers["worst_gap_over_tol"] > 1
     assert CLAIM.controls["flatter_target"].set == {"target_gamma_scale": 0.75}
 
 
-def test_drift_too_few_seeds_and_the_quick_profile_are_inconclusive():
-    # a crossover: local exponents −0.9, −0.6, −0.3, 0.0 never agree within 0.05 + 2 se
-    drift = _sim(lambda x: np.exp(-0.9 * np.log(x) + 0.15 * np.log(x / 2) ** 2 / np.log(2)))
-    v = CLAIM.decide(drift)
+def test_drift_missing_theory_too_few_seeds_and_the_quick_profile_are_inconclusive():
+    # a crossover: the exponent −0.9 + 0.3·log2(x/2) rises by 0.3 per octave, so the local exponents over the
+    # octaves are −0.75, −0.45, −0.15, +0.15 and never agree within 0.05: the theory gives no window
+    law = lambda x: np.exp(-0.9 * np.log(x) + 0.15 * np.log(x / 2) ** 2 / np.log(2))  # noqa: E731
+    v = CLAIM.decide(_sim(law) + _theory400(law))
     assert v.status == "inconclusive" and "drift" in v.regime
     assert len(v.numbers[f"sim_local_exponents_{NAME}"]) == 4
-    v = CLAIM.decide(_sim(_crossover(-0.5), seeds=2))
+    loc = v.numbers[f"window_theory_local_exponents_{NAME}"]
+    assert loc == pytest.approx([-0.75, -0.45, -0.15, 0.15], abs=1e-4)
+    assert "theory drifts" in v.numbers["sim_summary"]
+    # the simulation alone, however clean, has no window without the state evolution at its d
+    v = CLAIM.decide(_sim(_crossover(-0.5)) + _rows(lambda x: 0.3 * x**-0.5))
+    assert v.status == "inconclusive" and "no state evolution at this d" in v.numbers["sim_summary"]
+    v = CLAIM.decide(_sim(_crossover(-0.5), seeds=2) + _theory400(_crossover(-0.5)))
     assert v.status == "inconclusive" and "fewer than 3 seeds" in v.regime
     # the quick profile: the state evolution only; its part is reported, the verdict waits for the ERM
     v = CLAIM.decide(_rows(lambda x: 0.3 * x**-0.5))
     assert v.status == "inconclusive" and "simulation" in v.regime
     assert v.parts == {"state-evolution": "holds"}
     assert CLAIM.decide(_rows(lambda x: x**-0.8)).parts == {"state-evolution": "fails"}
+
+
+def test_the_window_comes_from_the_theory_not_from_a_simulated_cell():
+    # the shape measured at d = 400, γ = 0.75 (root seed 0): the ERM's first local exponent (−0.19) is far
+    # flatter than the next two (−0.38); the theory's (−0.28, −0.36, −0.37, −0.23) plateau at n/d = 4–16
+    x = np.array([2.0, 4.0, 8.0, 16.0, 32.0])
+
+    def law(local):  # a curve with these local exponents over successive octaves
+        return np.exp(np.concatenate([[0.0], np.cumsum(np.array(local) * np.log(2))]))
+
+    theory, sim = law([-0.283, -0.362, -0.370, -0.228]), law([-0.192, -0.382, -0.386, -0.260])
+    tw = sl.theory_window((0.75, x, theory), x)
+    assert tw["span"] == [4.0, 16.0] and tw["exponent"] == pytest.approx((-0.362 - 0.370) / 2, abs=1e-12)
+    y = sim[None, :] * np.exp(0.02 * np.random.default_rng(1).standard_normal((6, 5)))
+    a = sl.sim_window(x, y, tw["span"])
+    # moving the first simulated cell by ±20% moves neither the window nor the exponent (v8's plateau rule
+    # let that cell decide whether the plateau began at n/d = 2)
+    for f in (0.8, 1.2):
+        z = y.copy()
+        z[:, 0] *= f
+        assert sl.sim_window(x, z, sl.theory_window((0.75, x, theory), x)["span"]) == a
+    # independent computation: least squares on the three window points of the seed means, and the standard
+    # error of the six seeds' own slopes
+    lx = np.log(x[1:4])
+    slope = np.polyfit(lx, np.log(y[:, 1:4].mean(axis=0)), 1)[0]
+    per = [np.polyfit(lx, np.log(row[1:4]), 1)[0] for row in y]
+    assert a["exponent"] == pytest.approx(slope, rel=1e-10)
+    assert a["se"] == pytest.approx(np.std(per, ddof=1) / np.sqrt(6), rel=1e-10)
+    # two window points: the slope between them
+    b = sl.sim_window(x, y, [4.0, 8.0])
+    assert b["exponent"] == pytest.approx(np.log(y[:, 2].mean() / y[:, 1].mean()) / np.log(2), rel=1e-12)
+    assert sl.theory_window(None, x) == {} and sl.sim_window(x, y[:2], [4.0, 16.0]) == {}
 
 
 def test_the_seed_standard_errors_of_the_plateau():
