@@ -33,9 +33,11 @@ def plateau(x: np.ndarray, y: np.ndarray) -> tuple[list, tuple[int, int] | None,
 
 
 def sim_plateau(x: np.ndarray, y: np.ndarray) -> dict:
-    """The simulation's plateau on one curve (``y``: seeds × points), by the rule of the module docstring:
-    a dict with the local exponents of the seed means and their standard errors, the seeds used, and where
-    a plateau exists its span (n/d), exponent, standard error and spread."""
+    """The simulation's own plateau on one curve (``y``: seeds × points), by v8's rule (reported, not
+    deciding): the longest run of at least two local exponents of the seed means within ``PLATEAU_TOL +
+    SE_SIGMAS`` times their largest standard error. A dict with those local exponents and their standard
+    errors, the seeds used, and where a plateau exists its span (n/d), exponent, standard error and
+    spread."""
     from attnlab.highdim import find_plateau, local_exponents, power_law_fit
 
     complete = y[np.all(np.isfinite(y) & (y > 0), axis=1)]
@@ -65,10 +67,10 @@ def sim_plateau(x: np.ndarray, y: np.ndarray) -> dict:
 
 
 def theory_window(theory: tuple[float, np.ndarray, np.ndarray] | None, x: np.ndarray) -> dict:
-    """The window a simulation curve at n/d = ``x`` is read over (rule v10 of the module docstring): the
-    plateau of the state-evolution curve ``theory`` (γ, n/d, excess) restricted to ``x``. A dict with the
-    theory's local exponents there and, where it plateaus, ``span`` (n/d, inclusive), its exponent and
-    spread; empty without a theory curve at these n/d."""
+    """The window a simulation curve at n/d = ``x`` is read over (rule v10 of
+    :mod:`attnlab.claims.highdim.scaling_law`): the plateau of the state-evolution curve ``theory`` (γ, n/d,
+    excess) restricted to ``x``. A dict with the theory's local exponents there and, where it plateaus,
+    ``span`` (n/d, inclusive), its exponent and spread; empty without a theory curve at these n/d."""
     if theory is None:
         return {}
     _, xt, yt = theory
