@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         denoiser_sample,
     )
     from attnlab.highdim.law_distance import ks_to_tabulated, ks_two_sample, tabulated_cdf
+    from attnlab.highdim.logit_law import target_error, top_share
     from attnlab.highdim.outliers import count_outliers, nonzero_components, predicted_outliers
     from attnlab.highdim.proximal import ProximalResult, nuclear_objective, nuclear_psd_erm
     from attnlab.highdim.scaling import PowerLawFit, find_plateau, local_exponents, power_law_fit
@@ -79,6 +80,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "denoiser_sample",
     ),
     "law_distance": ("ks_to_tabulated", "ks_two_sample", "tabulated_cdf"),
+    "logit_law": ("target_error", "top_share"),
     "outliers": ("count_outliers", "nonzero_components", "predicted_outliers"),
     "proximal": ("ProximalResult", "nuclear_objective", "nuclear_psd_erm"),
     "scaling": ("PowerLawFit", "find_plateau", "local_exponents", "power_law_fit"),
@@ -213,6 +215,8 @@ __all__ = [
     "state_evolution",
     "sweep",
     "tabulated_cdf",
+    "target_error",
     "thresholds",
+    "top_share",
     "train_erm",
 ]

@@ -227,3 +227,41 @@ def test_scaling_simulation_point_is_a_paired_excess():
     m = r.metrics
     assert m["excess"] == pytest.approx(m["test_error"] - m["e0"], abs=1e-15)
     assert m["e0"] > 0 and m["steps"] <= 200
+
+
+def test_the_level_is_reported_beside_the_exponent_and_does_not_decide():
+    """The ERM's excess over the state evolution's, per n/d and over the window (docs/highdim.md C6, "The
+    level"): a planted 1.2× offset with the same exponent is read back as 1.2 (seed noise 1% log: the mean
+    of four seeds is within 1.5% of it), the verdict still holds (the rule reads exponents only), and the
+    target errors of both sides and the strongest direction's share of the logit variance are reported."""
+    from attnlab.highdim import power_law_spectrum, top_share
+
+    sim = _sim(lambda x: 1.2 * _crossover(-0.5)(x), sigma=0.01)
+    for r in sim:
+        r.metrics["e0"] = 0.093
+    th = _theory400(_crossover(-0.5))
+    for r in th:
+        r.metrics["e0"] = 0.0868
+    v = CLAIM.decide(sim + th)
+    assert v.status == "holds" and v.branch == "exponent"
+    ratios = v.numbers[f"level_ratio_{NAME}"]
+    assert len(ratios) == len(SIM_ALPHAS) and all(r == pytest.approx(1.2, rel=0.015) for r in ratios)
+    assert v.numbers[f"level_ratio_window_{NAME}"] == pytest.approx(1.2, rel=0.015)
+    assert v.numbers[f"sim_e0_{NAME}"] == pytest.approx(0.093)
+    assert v.numbers[f"theory_e0_{NAME}"] == pytest.approx(0.0868)
+    assert v.numbers[f"top_share_{NAME}"] == pytest.approx(top_share(power_law_spectrum(400, 1.0)))
+    assert "excess 1.20× the state evolution's" in v.numbers["sim_summary"]
+    # the theory lacks a simulated point: its ratio is None, the others stand
+    v = CLAIM.decide(sim + [r for r in th if r.params["alpha"] != 0.08])
+    assert v.numbers[f"level_ratio_{NAME}"][-1] is None
+    assert v.numbers[f"level_ratio_{NAME}"][0] == pytest.approx(1.2, rel=0.015)
+    # no theory at the ERM's d: no ratio, the simulation's e0 still reported
+    v = CLAIM.decide(sim)
+    assert f"level_ratio_{NAME}" not in v.numbers and v.numbers[f"sim_e0_{NAME}"] == pytest.approx(0.093)
+
+
+def test_curve_names_parse_and_a_foreign_name_is_refused():
+    assert sl._name_d_lam("g1.0_d400_lam0.001") == (400, 0.001)
+    assert sl._name_d_lam("g0.75_d800_lam1e-04") == (800, 1e-4)
+    with pytest.raises(ValueError, match="name: expected a curve name"):
+        sl._name_d_lam("g1.0_d400_tuned")
