@@ -255,6 +255,13 @@ def test_the_level_is_reported_beside_the_exponent_and_does_not_decide():
     v = CLAIM.decide(sim + [r for r in th if r.params["alpha"] != 0.08])
     assert v.numbers[f"level_ratio_{NAME}"][-1] is None
     assert v.numbers[f"level_ratio_{NAME}"][0] == pytest.approx(1.2, rel=0.015)
+    # a point where no seed converged: its ratio is None, not NaN
+    for r in sim:
+        if r.params["alpha"] == 0.04:
+            r.metrics["converged"] = False
+    v = CLAIM.decide(sim + th)
+    assert v.numbers[f"level_ratio_{NAME}"][3] is None
+    assert v.numbers[f"level_ratio_{NAME}"][2] == pytest.approx(1.2, rel=0.015)
     # no theory at the ERM's d: no ratio, the simulation's e0 still reported
     v = CLAIM.decide(sim)
     assert f"level_ratio_{NAME}" not in v.numbers and v.numbers[f"sim_e0_{NAME}"] == pytest.approx(0.093)

@@ -387,11 +387,12 @@ def _level(good: Sequence[Row], name: str, g: float, x: np.ndarray, y: np.ndarra
     out: dict = {"top_share": top_share(power_law_spectrum(d, g))}
     if th is not None:
         tx, ty = th[1], th[2]
-        means = np.nanmean(y, axis=0) if y.size else np.array([])
-        out["level_ratio"] = [
-            round(float(m / ty[np.flatnonzero(np.isclose(tx, v))[0]]), 4) if np.isclose(tx, v).any() else None
-            for v, m in zip(x, means)
-        ]
+        ratios: list = []
+        for v, col in zip(x, y.T):
+            col = col[np.isfinite(col)]
+            at = np.flatnonzero(np.isclose(tx, v))
+            ratios.append(round(float(col.mean() / ty[at[0]]), 4) if col.size and at.size else None)
+        out["level_ratio"] = ratios
     for side, key in (("simulation", "sim_e0"), ("theory", "theory_e0")):
         e0 = [
             r.metrics["e0"]
