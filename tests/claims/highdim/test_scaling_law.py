@@ -251,6 +251,10 @@ def test_the_level_is_reported_beside_the_exponent_and_does_not_decide():
     assert v.numbers[f"theory_e0_{NAME}"] == pytest.approx(0.0868)
     assert v.numbers[f"top_share_{NAME}"] == pytest.approx(top_share(power_law_spectrum(400, 1.0)))
     assert "excess 1.20× the state evolution's" in v.numbers["sim_summary"]
+    # the control's rows (target drawn at 0.75 γ): the share is that of the target the ERM learns
+    ctl = [Row(r.point_id, {**r.params, "target_gamma_scale": 0.75}, r.status, dict(r.metrics)) for r in sim]
+    v = CLAIM.decide(ctl + th)
+    assert v.numbers[f"top_share_{NAME}"] == pytest.approx(top_share(power_law_spectrum(400, 0.75)))
     # the theory lacks a simulated point: its ratio is None, the others stand
     v = CLAIM.decide(sim + [r for r in th if r.params["alpha"] != 0.08])
     assert v.numbers[f"level_ratio_{NAME}"][-1] is None
@@ -268,7 +272,9 @@ def test_the_level_is_reported_beside_the_exponent_and_does_not_decide():
 
 
 def test_curve_names_parse_and_a_foreign_name_is_refused():
-    assert sl._name_d_lam("g1.0_d400_lam0.001") == (400, 0.001)
-    assert sl._name_d_lam("g0.75_d800_lam1e-04") == (800, 1e-4)
+    from attnlab.claims.highdim._scaling_level import name_d_lam
+
+    assert name_d_lam("g1.0_d400_lam0.001") == (400, 0.001)
+    assert name_d_lam("g0.75_d800_lam1e-04") == (800, 1e-4)
     with pytest.raises(ValueError, match="name: expected a curve name"):
-        sl._name_d_lam("g1.0_d400_tuned")
+        name_d_lam("g1.0_d400_tuned")

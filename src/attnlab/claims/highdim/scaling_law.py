@@ -30,10 +30,10 @@ evolution only: its verdict is inconclusive and the part below is what it shows)
 seeds, or when no curve has a window (no state evolution at the ERM's d, or its own local exponents drift
 there: the regime is not reached at that d, as at γ = 1.5, d = 400). The local exponents of the seed means,
 their standard errors and the plateau the simulation alone would give (v8's rule) are reported, not deciding.
-So is the level (:func:`_level`): the ERM's excess over the state evolution's at each n/d and over the
-window, both sides' error of the target itself and the strongest direction's share of the logit variance.
-The exponents agree while the ERM's excess sits 10–35% above the theory's at every d measured: a power-law
-target's logits are not Gaussian (docs/highdim.md C6, "The level").
+So is the level (:mod:`~attnlab.claims.highdim._scaling_level`): the ERM's excess over the state
+evolution's at each n/d and over the window, both sides' error of the target itself and the strongest
+direction's share of the logit variance. The exponents agree while the ERM's excess sits 10–35% above the
+theory's at every d measured: a power-law target's logits are not Gaussian (docs/highdim.md C6, "The level").
 
 Negative control ``flatter_target``: the ERM learns a target with three quarters of the γ
 (``target_gamma_scale = 0.75``) while the prediction stays at γ; the exponent it measures is then
@@ -50,7 +50,6 @@ within 0.05), the exponent within ``max(plateau spread, 0.03)`` of the predictio
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -67,6 +66,8 @@ from attnlab.claims.highdim._common import (
     shared_theory_row,
     train_config,
 )
+from attnlab.claims.highdim._scaling_level import level as level_of
+from attnlab.claims.highdim._scaling_level import side_of
 from attnlab.claims.highdim._scaling_windows import (
     MIN_SEEDS,
     PLATEAU_TOL,
@@ -189,10 +190,6 @@ def _run_simulation(point: Point) -> Result:
     )
 
 
-def side_of(r: Row) -> str:
-    return r.params.get("side", "theory")
-
-
 def _in_regime(alpha: float, d: int, lam: float) -> bool:
     return alpha * d >= MIN_N_OVER_D and alpha <= MAX_ALPHA and lam <= LAM_FRACTION * np.sqrt(alpha)
 
@@ -304,7 +301,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
             nums[f"sim_local_exponent_se_{name}"] = [round(v, 4) for v in pl["local_se"]]
         if "span" in pl:
             nums[f"sim_only_plateau_n_over_d_{name}"] = pl["span"]
-        level = _level(good, name, g, x, y, theory.get(name))
+        level = level_of(good, name, g, x, y, theory.get(name))
         nums.update({f"{k}_{name}": v for k, v in level.items()})
         win = theory_window(theory.get(name), x)
         if "local" in win:
@@ -372,48 +369,6 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         band=max(bands),
         parts=parts,
     )
-
-
-def _level(good: Sequence[Row], name: str, g: float, x: np.ndarray, y: np.ndarray, th) -> dict:
-    """The ERM's level against the state evolution's, reported and not deciding (docs/highdim.md C6, "The
-    level"): per simulated n/d the seed mean's excess over the theory's (``level_ratio``, None where the
-    theory lacks the point), the mean error of the target itself on the simulation's test sets (``sim_e0``,
-    its exact logit law) and the theory's Gaussian-equivalent one (``theory_e0``), and the share of the logit
-    variance the strongest target direction carries (``top_share``: no d makes the logits Gaussian when it
-    stays finite)."""
-    from attnlab.highdim import power_law_spectrum, top_share
-
-    d, lam = _name_d_lam(name)
-    out: dict = {"top_share": top_share(power_law_spectrum(d, g))}
-    if th is not None:
-        tx, ty = th[1], th[2]
-        ratios: list = []
-        for v, col in zip(x, y.T):
-            col = col[np.isfinite(col)]
-            at = np.flatnonzero(np.isclose(tx, v))
-            ratios.append(round(float(col.mean() / ty[at[0]]), 4) if col.size and at.size else None)
-        out["level_ratio"] = ratios
-    for side, key in (("simulation", "sim_e0"), ("theory", "theory_e0")):
-        e0 = [
-            r.metrics["e0"]
-            for r in good
-            if side_of(r) == side
-            and r.params["gamma"] == g
-            and r.params["d"] == d
-            and r.params["lam"] == lam
-            and np.isfinite(r.metrics.get("e0", np.nan))
-        ]
-        if e0:
-            out[key] = float(np.mean(e0))
-    return out
-
-
-def _name_d_lam(name: str) -> tuple[int, float]:
-    """``d`` and ``λ̃`` from a curve's name ``g{γ}_d{d}_lam{λ̃}``."""
-    m = re.fullmatch(r"g[^_]+_d(\d+)_lam(.+)", name)
-    if m is None:
-        raise ValueError(f"name: expected a curve name g<γ>_d<d>_lam<λ̃>, got {name!r}")
-    return int(m.group(1)), float(m.group(2))
 
 
 def _whole_range(good: Sequence[Row], nums: dict) -> None:
