@@ -128,3 +128,17 @@ def test_top_share_rejects_bad_input():
         top_share([])
     with pytest.raises(ValueError, match="eigenvalues"):
         top_share(torch.zeros(3).numpy())
+
+
+def test_label_noise_has_the_variances_of_c1():
+    """ξ of C1: variance Δ on the diagonal, Δ/2 off it, symmetric; 200000 draws give each variance to about
+    0.3% (relative standard error √(2/n)), so 2% is ~7 standard errors."""
+    from attnlab.highdim import label_noise
+
+    xi = label_noise(200_000, 3, 0.5, generator(9))
+    assert xi.shape == (200_000, 3, 3) and torch.equal(xi, xi.transpose(-1, -2))
+    var = xi.var(0)
+    assert torch.allclose(torch.diagonal(var), torch.full((3,), 0.5, dtype=var.dtype), rtol=0.02)
+    off = var[~torch.eye(3, dtype=torch.bool)]
+    assert torch.allclose(off, torch.full_like(off, 0.25), rtol=0.02)
+    assert label_noise(5, 2, 0.0, generator(1)).abs().max() == 0

@@ -20,7 +20,16 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from attnlab.highdim.data import TASKS, Dataset, attention, logits, mp_target, power_law_target, sample
+    from attnlab.highdim.data import (
+        TASKS,
+        Dataset,
+        attention,
+        label_noise,
+        logits,
+        mp_target,
+        power_law_target,
+        sample,
+    )
     from attnlab.highdim.decomposition import (
         ErrorDecomposition,
         RecoveredSplit,
@@ -71,7 +80,16 @@ if TYPE_CHECKING:
 
 #: the submodule that defines each public name
 _SOURCES: dict[str, tuple[str, ...]] = {
-    "data": ("TASKS", "Dataset", "attention", "logits", "mp_target", "power_law_target", "sample"),
+    "data": (
+        "TASKS",
+        "Dataset",
+        "attention",
+        "label_noise",
+        "logits",
+        "mp_target",
+        "power_law_target",
+        "sample",
+    ),
     "decomposition": (
         "ErrorDecomposition",
         "RecoveredSplit",
@@ -190,6 +208,7 @@ __all__ = [
     "interpolation_threshold",
     "ks_to_tabulated",
     "ks_two_sample",
+    "label_noise",
     "lam_from_lam_tilde",
     "lam_tilde_from_lam",
     "local_exponents",

@@ -21,6 +21,7 @@ from attnlab.core.validation import check_choice, check_int, check_real, check_t
 __all__ = [
     "TASKS",
     "Dataset",
+    "label_noise",
     "mp_target",
     "power_law_target",
     "logits",
@@ -78,6 +79,21 @@ def power_law_target(
     Q, R = torch.linalg.qr(G)
     Q = Q * torch.sign(torch.diagonal(R))  # Haar measure
     return (Q * s) @ Q.T  # (d, d)
+
+
+def label_noise(
+    n: int,
+    tokens: int,
+    noise: float,
+    generator: torch.Generator | None = None,
+    *,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """The symmetric Gaussian label noise ``ξ`` of C1, (n, T, T): variance ``Δ`` on the diagonal, ``Δ/2``
+    off it (``(G + Gᵀ)/2 · √Δ``, one (n, T, T) draw of standard normals)."""
+    G = _randn(n, tokens, tokens, generator=generator, dtype=dtype, device=device)
+    return (G + G.transpose(-1, -2)) / 2 * math.sqrt(noise)
 
 
 def logits(X: torch.Tensor, S: torch.Tensor) -> torch.Tensor:
@@ -145,8 +161,7 @@ def sample(
     d = S0.shape[0]
     X = _randn(n, T, d, generator=generator, dtype=S0.dtype, device=S0.device)  # (n, T, d)
     Z0 = logits(X, S0)  # (n, T, T)
-    G = _randn(n, T, T, generator=generator, dtype=S0.dtype, device=S0.device)
-    xi = (G + G.transpose(-1, -2)) / 2 * math.sqrt(noise)  # off-diag var Δ/2, diag var Δ
+    xi = label_noise(n, T, noise, generator, dtype=S0.dtype, device=S0.device)
     A_clean = torch.softmax(beta0 * Z0, dim=-1)
     A = torch.softmax(beta0 * (Z0 + xi), dim=-1)
     if task == "seq2seq":

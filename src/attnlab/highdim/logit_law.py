@@ -25,6 +25,7 @@ import torch
 
 from attnlab.core.seeding import draw_device
 from attnlab.core.validation import check_int, check_real
+from attnlab.highdim.data import label_noise
 
 __all__ = ["target_error", "top_share"]
 
@@ -95,8 +96,7 @@ def target_error(
         b = min(_BLOCK, samples - done)
         u = torch.randn(b, T, d, generator=generator, dtype=torch.float64, device=dev)
         Z0 = (torch.einsum("btd,d,bsd->bts", u, st, u) - shift) / math.sqrt(d)  # (b, T, T)
-        G = torch.randn(b, T, T, generator=generator, dtype=torch.float64, device=dev)
-        xi = (G + G.transpose(-1, -2)) / 2 * math.sqrt(noise)
+        xi = label_noise(b, T, noise, generator, device=dev)
         err = ((torch.softmax(beta0 * (Z0 + xi), -1) - torch.softmax(beta0 * Z0, -1)) ** 2).sum((-1, -2))
         total += float(err.sum())
         total2 += float((err * err).sum())
