@@ -554,3 +554,59 @@ def test_power_law_level_study(benchmark):
             f"{target:8s}  {r['top_share']:.3f}      {ex:.3f} ± {ex_se:.3f}  {tr:.3f} ± {tr_se:.3f}  "
             f"{e0:.4f} ± {e0_se:.4f} / {r['e0_exact']:.4f} / {r['e0_gaussian']:.4f}"
         )
+
+
+@pytest.mark.benchmark(group="highdim")
+def test_power_law_readout_study(benchmark):
+    # the level split in two (docs/highdim.md C6, "Estimator or read-out"): at d = 200, λ̃ = 1e-3, Δ = 0.5,
+    # γ = 1 and the Marchenko–Pastur target, the ERM's excess over the state evolution's (level) = the ERM
+    # over draws of the state evolution's law read on exact logits (estimator) × those draws' exact over
+    # Gaussian excess (read-out) × the draws' Gaussian excess over the state evolution's (finite-d draws).
+    # Three seeds a point, eight draws of the law on 8000 sequences each. About 45 CPU-s.
+    from attnlab.highdim import (
+        DiscreteSpectrum,
+        OutputChannel,
+        evaluate,
+        power_law_spectrum,
+        power_law_target,
+        readout_excess,
+    )
+    from attnlab.highdim.channel_nodes import default_fold
+
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    d, lam, noise, seeds = 200, 1e-3, 0.5, 3
+    cfg = TrainConfig(optimizer="lbfgs", dtype="float32", max_steps=2000)
+    print("\ntarget  n/d  level ERM/SE    estimator       read-out        draws/SE")
+    for target, n_over_d in [("pl:1.0", 2), ("pl:1.0", 4), ("pl:1.0", 8), ("pl:1.0", 16), ("mp:0.5", 4)]:
+        kind, v = target.split(":")
+        v = float(v)
+        if kind == "pl":
+            s = Setting(kappa0=0.5, noise=noise, tokens=2, lam=lam, target=power_law_spectrum(d, v))
+        else:
+            eig = torch.linalg.eigvalsh(mp_target(d, v, generator(5))).numpy()
+            s = Setting(kappa0=v, noise=noise, tokens=2, lam=lam, target=DiscreteSpectrum(eig))
+        fp = state_evolution(s, n_over_d / d)
+        se_excess = fp.test_error - OutputChannel(s, 4096, fold=default_fold(s)).test_error(s.q0, s.q0)
+        ex = []
+        for k in range(seeds):
+            g = generator(1000 * d + k)
+            S0 = power_law_target(d, v, g) if kind == "pl" else mp_target(d, v, g)
+            tr = sample(S0, round(n_over_d * d), 2, noise, 1.0, "seq2lab", g)
+            te = sample(S0, 8000, 2, noise, 1.0, "seq2lab", g)
+            r = train_erm(tr, te, lam=lam, config=cfg, generator=generator(1000 * d + k + 77777))
+            ex.append(r.test_error - evaluate(S0, te)[0])
+        ro = readout_excess(s, fp.delta, fp.eps, fp.eta, draws=8, samples=8000, generator=generator(9))
+        erm, erm_se = float(np.mean(ex)), float(np.std(ex, ddof=1) / math.sqrt(seeds))
+        level, est = erm / se_excess, erm / ro.exact
+        est_se = est * math.hypot(erm_se / erm, ro.exact_se / ro.exact)
+        ro_se = ro.ratio * math.hypot(ro.exact_se / ro.exact, ro.gaussian_se / ro.gaussian)
+        benchmark.extra_info[f"{target}_nd{n_over_d}"] = {
+            "level": level,
+            "estimator": est,
+            "readout": ro.ratio,
+            "draws_over_se": ro.gaussian / se_excess,
+        }
+        print(
+            f"{target:7s} {n_over_d:3d}  {level:.3f} ± {level * erm_se / erm:.3f}  {est:.3f} ± {est_se:.3f}  "
+            f"{ro.ratio:.3f} ± {ro_se:.3f}  {ro.gaussian / se_excess:.3f}"
+        )

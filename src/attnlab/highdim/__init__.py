@@ -38,7 +38,7 @@ if TYPE_CHECKING:
         denoiser_sample,
     )
     from attnlab.highdim.law_distance import ks_to_tabulated, ks_two_sample, tabulated_cdf
-    from attnlab.highdim.logit_law import target_error, top_share
+    from attnlab.highdim.logit_law import Readout, readout_excess, target_error, top_share
     from attnlab.highdim.outliers import count_outliers, nonzero_components, predicted_outliers
     from attnlab.highdim.proximal import ProximalResult, nuclear_objective, nuclear_psd_erm
     from attnlab.highdim.scaling import PowerLawFit, find_plateau, local_exponents, power_law_fit
@@ -98,7 +98,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
         "denoiser_sample",
     ),
     "law_distance": ("ks_to_tabulated", "ks_two_sample", "tabulated_cdf"),
-    "logit_law": ("target_error", "top_share"),
+    "logit_law": ("Readout", "readout_excess", "target_error", "top_share"),
     "outliers": ("count_outliers", "nonzero_components", "predicted_outliers"),
     "proximal": ("ProximalResult", "nuclear_objective", "nuclear_psd_erm"),
     "scaling": ("PowerLawFit", "find_plateau", "local_exponents", "power_law_fit"),
@@ -189,6 +189,7 @@ __all__ = [
     "OutputChannel",
     "PredictedSpectrum",
     "ProximalResult",
+    "Readout",
     "RecoveredSplit",
     "Setting",
     "Stability",
@@ -226,6 +227,7 @@ __all__ = [
     "predict",
     "predicted_outliers",
     "predicted_spectrum",
+    "readout_excess",
     "sample",
     "select_fixed_point",
     "semicircle_convolution",

@@ -14,20 +14,29 @@ against its noisy labels, ``e0 = E‖rowsoftmax(β0 (Z0 + ξ)) − rowsoftmax(β
 ``Z0`` (drawn in the eigenbasis: ``d`` numbers per token, no rotation), against the Gaussian-equivalent
 value the state evolution uses (:func:`attnlab.highdim.two_token.two_token_test_error` at
 ``q = m = Q0``).
+
+:func:`readout_excess` splits the gap between the ERM's excess error and the state evolution's in two. The
+state evolution says two things: the learned matrix equals ``η·ReLU(S0 + δZ − ε)`` in law (the estimator),
+and a matrix with overlaps ``q = Tr Ŝ²/d``, ``m = Tr ŜS0/d`` has the excess error of Gaussian logits with
+those overlaps (the read-out). It draws matrices of that law for the target's own spectrum and reads each
+one's excess error twice: on samples of the exact logit law (the test error of the data module, paired with
+the target's on the same samples) and by the Gaussian formula at the draw's ``(q, m)``. Their ratio is the
+read-out's share of the gap; what is left between the ERM and the exact read-out is the estimator's.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from attnlab.core.seeding import draw_device
 from attnlab.core.validation import check_int, check_real
-from attnlab.highdim.data import label_noise
+from attnlab.highdim.data import label_noise, sample
 
-__all__ = ["target_error", "top_share"]
+__all__ = ["Readout", "readout_excess", "target_error", "top_share"]
 
 #: sequences drawn per block (memory ``block · T · d`` doubles)
 _BLOCK = 8192
@@ -104,3 +113,107 @@ def target_error(
     mean = total / samples
     var = max(total2 / samples - mean * mean, 0.0) * samples / (samples - 1)
     return mean, math.sqrt(var / samples)
+
+
+@dataclass(frozen=True)
+class Readout:
+    """The excess error of draws of the state evolution's law of ``Ŝ``, read two ways
+    (:func:`readout_excess`).
+
+    ``exact``: the mean over draws of ``e(D) − e(S0)`` on samples of the exact logit law (each draw its own
+    samples, the target's error on the same ones); ``gaussian``: the mean of the Gaussian-logit excess at
+    each draw's ``(q, m)``; ``*_se``: the spread of the per-draw values over √draws (the draws' own spread
+    and the Monte Carlo error of the samples together); ``q``, ``m``: the draws' mean overlaps."""
+
+    exact: float
+    exact_se: float
+    gaussian: float
+    gaussian_se: float
+    q: float
+    m: float
+    draws: int
+    samples: int
+
+    @property
+    def ratio(self) -> float:
+        """``exact / gaussian``: how much the exact read-out moves the excess error of the same matrices."""
+        return self.exact / self.gaussian
+
+
+def readout_excess(
+    setting,
+    delta: float,
+    eps: float,
+    eta: float,
+    *,
+    draws: int = 4,
+    samples: int = 8000,
+    generator: torch.Generator | None = None,
+) -> Readout:
+    """The excess test error of the state evolution's law of ``Ŝ``, on exact and on Gaussian logits.
+
+    Parameters
+    ----------
+    setting : Setting
+        At ``T = 2``, with a finite target (``setting.target``, a
+        :class:`~attnlab.highdim.DiscreteSpectrum`: its eigenvalues are ``S0``'s; with isotropic tokens the
+        eigenvectors do not matter, so ``S0`` is drawn diagonal). Its ``noise``, ``beta0`` and ``beta`` set
+        the labels and the student's temperature.
+    delta, eps, eta : float
+        The fixed point's ``(δ, ε, η)`` (:class:`~attnlab.highdim.FixedPoint`): the draws are
+        ``η·ReLU(S0 + δZ − ε)`` (:func:`~attnlab.highdim.denoiser_sample`).
+    draws : int
+        Matrices drawn (≥ 2: the standard errors come from their spread).
+    samples : int
+        Test sequences per draw (≥ 2), drawn in blocks of 8192.
+    generator : torch.Generator, optional
+
+    Returns
+    -------
+    Readout
+    """
+    from attnlab.highdim.decomposition import denoiser_sample
+    from attnlab.highdim.targets import DiscreteSpectrum
+    from attnlab.highdim.train import evaluate
+    from attnlab.highdim.two_token import two_token_test_error
+
+    if setting.tokens != 2:
+        raise ValueError(
+            f"setting.tokens: expected 2 (the Gaussian read-out is the T = 2 formula), got {setting.tokens}"
+        )
+    if not isinstance(setting.target, DiscreteSpectrum):
+        raise ValueError(
+            "setting.target: expected a DiscreteSpectrum (a finite target's eigenvalues), got "
+            f"{type(setting.target).__name__}"
+        )
+    delta = check_real("delta", delta, min=0.0)
+    eps = check_real("eps", eps)
+    eta = check_real("eta", eta, min=0.0)
+    draws = check_int("draws", draws, min=2, max=100_000)
+    samples = check_int("samples", samples, min=2, max=100_000_000)
+    s = setting.target.eigenvalues
+    d = s.size
+    dev = draw_device(generator, "cpu")
+    S0 = torch.diag(torch.as_tensor(s, dtype=torch.float64, device=dev))
+    g0 = two_token_test_error(setting, setting.q0, setting.q0)
+    exact, gauss, qs, ms = [], [], [], []
+    for _ in range(draws):
+        D = denoiser_sample(S0, delta, eps, eta, generator)
+        q, m = float((D * D).sum()) / d, float((D * S0).sum()) / d
+        total, done = 0.0, 0
+        while done < samples:
+            b = min(_BLOCK, samples - done)
+            data = sample(S0, b, 2, setting.noise, setting.beta0, "seq2lab", generator)
+            total += b * (evaluate(D, data, setting.beta)[0] - evaluate(S0, data, setting.beta0)[0])
+            done += b
+        exact.append(total / samples)
+        gauss.append(two_token_test_error(setting, q, m) - g0)
+        qs.append(q)
+        ms.append(m)
+
+    def mean_se(x: list[float]) -> tuple[float, float]:
+        a = np.asarray(x)
+        return float(a.mean()), float(a.std(ddof=1) / math.sqrt(a.size))
+
+    (ex, ex_se), (ga, ga_se) = mean_se(exact), mean_se(gauss)
+    return Readout(ex, ex_se, ga, ga_se, float(np.mean(qs)), float(np.mean(ms)), draws, samples)
