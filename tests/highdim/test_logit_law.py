@@ -184,6 +184,15 @@ def test_readout_is_gaussian_for_a_flat_target():
     assert abs(r.ratio - 1) < 4 * combined_rel_se(r) + 0.005
 
 
+def test_readout_at_another_temperature_and_noise():
+    """β = 2 against β0 = 1 and Δ = 0.5: the exact side reads D and S0 at the student's β as the Gaussian side
+    reads e0, so a flat target's two read-outs still agree (same tolerance as above, 0.053 here; reading S0
+    at β0 on the exact side instead would lower its e0 from 0.150 to 0.086, the ratio up by about 0.6)."""
+    st = Setting(kappa0=0.5, noise=0.5, tokens=2, lam=1e-2, beta=2.0, beta0=1.0, target=pm_one(400))
+    r = readout_excess(st, 0.3, 0.05, 0.5, draws=6, samples=12000, generator=generator(4))
+    assert abs(r.ratio - 1) < 4 * combined_rel_se(r) + 0.005
+
+
 @pytest.mark.parametrize("d", [100, 400])
 def test_readout_of_a_power_law_is_above_the_gaussian_at_every_d(d):
     """γ = 1: the strongest direction keeps 6/π² of the logit variance at every d, and the same matrices'

@@ -121,7 +121,8 @@ class Readout:
     (:func:`readout_excess`).
 
     ``exact``: the mean over draws of ``e(D) − e(S0)`` on samples of the exact logit law (each draw its own
-    samples, the target's error on the same ones); ``gaussian``: the mean of the Gaussian-logit excess at
+    samples, the target's error on the same ones; both read at the student's ``β``, as the Gaussian side
+    reads ``e0`` at ``q = m = Q0``); ``gaussian``: the mean of the Gaussian-logit excess at
     each draw's ``(q, m)``; ``*_se``: the spread of the per-draw values over √draws (the draws' own spread
     and the Monte Carlo error of the samples together); ``q``, ``m``: the draws' mean overlaps."""
 
@@ -204,7 +205,7 @@ def readout_excess(
         while done < samples:
             b = min(_BLOCK, samples - done)
             data = sample(S0, b, 2, setting.noise, setting.beta0, "seq2lab", generator)
-            total += b * (evaluate(D, data, setting.beta)[0] - evaluate(S0, data, setting.beta0)[0])
+            total += b * (evaluate(D, data, setting.beta)[0] - evaluate(S0, data, setting.beta)[0])
             done += b
         exact.append(total / samples)
         gauss.append(two_token_test_error(setting, q, m) - g0)
