@@ -21,7 +21,7 @@ and a matrix with overlaps ``q = Tr Ŝ²/d``, ``m = Tr ŜS0/d`` has the excess e
 those overlaps (the read-out). It draws matrices of that law for the target's own spectrum and reads each
 one's excess error twice: on samples of the exact logit law (the test error of the data module, paired with
 the target's on the same samples) and by the Gaussian formula at the draw's ``(q, m)``. Their ratio is the
-read-out's share of the gap; what is left between the ERM and the exact read-out is the estimator's.
+read-out's factor of the gap; the ERM's excess over the exact read-out is the estimator's.
 """
 
 from __future__ import annotations
@@ -137,8 +137,9 @@ class Readout:
 
     @property
     def ratio(self) -> float:
-        """``exact / gaussian``: how much the exact read-out moves the excess error of the same matrices."""
-        return self.exact / self.gaussian
+        """``exact / gaussian``: how much the exact read-out moves the excess error of the same matrices (NaN
+        where the Gaussian excess is zero)."""
+        return self.exact / self.gaussian if self.gaussian != 0 else math.nan
 
 
 def readout_excess(
