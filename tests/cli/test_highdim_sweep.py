@@ -24,6 +24,27 @@ def test_sweep_json_matches_independent_solves(capsys):
         assert p["q"] == pytest.approx(fp.q, rel=1e-5)
 
 
+def test_sweep_with_a_power_law_target(capsys):
+    """--gamma/--d: the fixed points of a power-law target along α, each equal to an independent solve on the
+    same spectrum (as above, tol 1e-6 at both ends), the excess error falling with α."""
+    from attnlab.highdim import power_law_spectrum
+
+    rc = main(
+        ["highdim", "sweep", "--alphas", "0.05,0.1", "--nodes", "512", "--gamma", "1", "--d", "40", "--json"]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert (out["target"], out["gamma"], out["d"]) == ("power-law", 1.0, 40)
+    assert out["top_share"] == pytest.approx(0.617191005078116, rel=1e-12)  # 1/Σ_{i≤40} i⁻²
+    pts = out["points"]
+    assert pts[1]["test_error"] < pts[0]["test_error"]
+    s = Setting(target=power_law_spectrum(40, 1.0))
+    for p in pts:
+        fp = state_evolution(s, p["alpha"], nodes=512)
+        assert p["test_error"] == pytest.approx(fp.test_error, rel=1e-5)
+        assert p["q"] == pytest.approx(fp.q, rel=1e-5)
+
+
 @pytest.mark.parametrize(
     ("args", "argument"),
     [
@@ -32,6 +53,9 @@ def test_sweep_json_matches_independent_solves(capsys):
         (["--alphas", "0.5", "--tol", "0"], "--tol"),
         (["--alphas", "0.5", "--nodes", "3"], "--nodes"),
         (["--alphas", "0.5", "--lam", "-1"], "--lam"),
+        (["--alphas", "0.5", "--d", "50"], "--d"),
+        (["--alphas", "0.5", "--gamma", "1"], "--d"),
+        (["--alphas", "0.5", "--gamma", "0", "--d", "50"], "--gamma"),
     ],
 )
 def test_sweep_bad_input(capsys, args, argument):

@@ -338,6 +338,13 @@ def sweep(
     cold: bool = typer.Option(
         False, "--cold", help="Start every point from the default start (no continuation)."
     ),
+    gamma: float | None = typer.Option(
+        None,
+        "--gamma",
+        help="A power-law target instead of Marchenko–Pastur: eigenvalues s_i ∝ i^(−γ), i = 1 … --d, "
+        "normalised to Tr S0²/d = 1 (docs/highdim.md C6; --kappa0 is then unused).",
+    ),
+    d: int | None = typer.Option(None, "--d", help="With --gamma: the target's dimension d."),
     json_out: bool = JsonOpt,
 ) -> None:
     """State evolution along α with continuation: each point starts from its neighbour's fixed point."""
@@ -356,7 +363,8 @@ def sweep(
         check_real("--alphas", a, min=0.0, min_open=True)
     if not 1 <= len(grid) <= 1000:
         raise UsageError("--alphas", "between 1 and 1000 values", len(grid))
-    s = Setting(kappa0=kappa0, noise=noise, tokens=tokens, lam=lam, beta=beta, beta0=beta0)
+    spectrum = _power_law_target(gamma, d, False, tokens, 0)
+    s = Setting(kappa0=kappa0, noise=noise, tokens=tokens, lam=lam, beta=beta, beta0=beta0, target=spectrum)
     with TaskProgress(f"solving the state evolution at {len(grid)} α"):
         fps = se_sweep(s, grid, nodes=nodes, tol=tol, warm=not cold)
     keys = ("alpha", "test_error", "train_loss", "q", "m", "sigma", "rank_fraction")
@@ -366,11 +374,17 @@ def sweep(
     ]
     keys += ("start",)
     total = sum(fp.iterations for fp in fps)
+    head = {"lam_tilde": lam, "continuation": not cold, "map_evaluations": total}
+    if spectrum is not None:
+        from attnlab.highdim import top_share
+
+        head.update(target="power-law", gamma=gamma, d=d, top_share=top_share(spectrum))
     if json_out:
-        emit_json({"lam_tilde": lam, "continuation": not cold, "map_evaluations": total, "points": rows})
+        emit_json(head | {"points": rows})
         return
     how = "from the default start" if cold else "with continuation"
-    t = Table(title=f"state evolution, λ̃ = {lam:g}, {how}: {total} map evaluations")
+    what = f", power-law target γ = {gamma:g}, d = {d}" if spectrum is not None else ""
+    t = Table(title=f"state evolution, λ̃ = {lam:g}{what}, {how}: {total} map evaluations")
     for k in keys:
         t.add_column(k, justify="right")
     for r in rows:
