@@ -84,6 +84,19 @@ def test_a_planted_power_law_recovers_its_exponent_and_holds():
     assert FIGURES[CLAIM.id](rows)["scaling_law"].axes[1].get_ylabel()
 
 
+def test_the_figure_draws_the_level_at_the_erms_own_d():
+    """Right panel: the ERM's seed means over the state evolution's excess at the same (γ, d, λ̃, α); a planted
+    1.2× offset reads 1.2 within the seed noise (3% log-noise, four seeds: 4 standard errors ≈ 0.06)."""
+    rows = _sim(lambda x: 1.2 * _crossover(-0.5)(x)) + _theory400(_crossover(-0.5))
+    ax = FIGURES[CLAIM.id](rows)["scaling_law"].axes[2]
+    (line,) = [ln for ln in ax.get_lines() if ln.get_linestyle() != ":"]
+    assert list(line.get_xdata()) == [2.0, 4.0, 8.0, 16.0, 32.0]
+    assert np.allclose(line.get_ydata(), 1.2, atol=0.06)
+    # without theory rows at the ERM's d the panel draws no level
+    ax = FIGURES[CLAIM.id](_sim(_crossover(-0.5)) + _rows(lambda x: x**-0.5))["scaling_law"].axes[2]
+    assert [ln for ln in ax.get_lines() if ln.get_linestyle() != ":"] == []
+
+
 def test_a_prediction_shifted_beyond_the_band_fails_through_the_exponent():
     rows = _sim(_crossover(-0.5)) + _theory400(_crossover(-0.5))
     v = CLAIM.decide(rows)

@@ -296,11 +296,20 @@ def outliers_generalisation(rows: Sequence[Row]) -> dict[str, Any]:
 
 
 def scaling_law(rows: Sequence[Row]) -> dict[str, Any]:
-    """Excess error against n/d per curve (left; the ERM's seed means with their standard errors) and its
-    local exponents (right), prediction dotted; the ERM decides, the state evolution is its numerics part."""
+    """Excess error against n/d per curve (left; the ERM's seed means with their standard errors), its
+    local exponents (middle), prediction dotted; the ERM decides, the state evolution is its numerics part.
+    Right: the level, the ERM's seed mean over the state evolution's excess at the ERM's own d (reported, not
+    deciding; docs/highdim.md C6, "The level")."""
     good = [r for r in _test(rows) if "excess" in r.metrics]
-    fig, axes = new_figure(1, 2)
-    ax, axl = axes[0]
+    fig, axes = new_figure(1, 3)
+    ax, axl, axr = axes[0]
+    theory = {
+        (r.params.get("gamma"), r.params.get("d"), r.params.get("lam"), r.params.get("alpha")): r.metrics[
+            "excess"
+        ]
+        for r in good
+        if r.params.get("side", "theory") == "theory"
+    }
     drawn: set = set()
     for side, marker in (("theory", "o-"), ("simulation", "s--")):
         rs = [r for r in good if r.params.get("side", "theory") == side]
@@ -320,6 +329,10 @@ def scaling_law(rows: Sequence[Row]) -> dict[str, Any]:
             line = ax.loglog(x, y, marker, label=label)
             if side == "simulation":
                 ax.errorbar(x, y, yerr=se, fmt="none", color=line[0].get_color(), capsize=2)
+                alphas = np.array([a for (a,), _ in by_a])[keep]
+                th = np.array([theory.get((g, d, lam, a), np.nan) for a in alphas])
+                if np.isfinite(th).any():
+                    axr.semilogx(x, y / th, marker, color=line[0].get_color(), label=f"γ={g}, d={d}, λ̃={lam}")
             loc = [loglog_slope(x[i : i + 2], y[i : i + 2]) for i in range(x.size - 1)]
             axl.semilogx(np.sqrt(x[:-1] * x[1:]), loc, marker, color=line[0].get_color())
             if g not in drawn:  # the predicted exponent once per γ
@@ -329,9 +342,20 @@ def scaling_law(rows: Sequence[Row]) -> dict[str, Any]:
                 axl.axhline(pred, color="k", ls=":", lw=1)
     ax.set_xlabel("n/d (samples per dimension)")
     ax.set_ylabel("excess test error e − e0 (sum over T² entries)")
-    ax.legend(fontsize=6, loc="lower left")
+    if (
+        ax.get_lines()
+    ):  # one legend for the three panels, below them (every curve's colour is the same in each)
+        fig.set_figheight(fig.get_figheight() + 0.12 * len(ax.get_lines()) / 3 + 0.3)
+        fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=6)
     axl.set_xlabel("n/d (geometric middle of each pair)")
     axl.set_ylabel("local exponent d log(e − e0) / d log(n/d)")
+    axr.axhline(1.0, color="k", ls=":", lw=1)
+    axr.set_xlabel("n/d (samples per dimension)")
+    axr.set_ylabel("level: ERM excess / theory's, same d")
+    from matplotlib.ticker import NullFormatter
+
+    for a in (axl, axr):  # the minor ticks' labels (2×10⁰, 3×10⁰, …) overlap on a short log axis
+        a.xaxis.set_minor_formatter(NullFormatter())
     return {"scaling_law": fig}
 
 
