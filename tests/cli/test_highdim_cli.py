@@ -233,67 +233,45 @@ def test_se_accuracy_target_bad_values(cli, extra, arg):
     assert len(lines) == 1 and arg in lines[0] and "expected" in lines[0], r.stderr
 
 
+def _power_law(gamma: str, d: str, nodes: str = "2048") -> tuple[list[str], object, object]:
+    """The se options of a power-law target at α = 0.1, λ̃ = 1e-2, Δ = 0.1, and the library's setting and
+    fixed point for the same problem."""
+    from attnlab.highdim import Setting, power_law_spectrum, state_evolution
+
+    args = ["--alpha", "0.1", "--lam", "0.01", "--noise", "0.1", "--nodes", nodes, "--gamma", gamma, "--d", d]
+    st = Setting(kappa0=0.5, noise=0.1, tokens=2, lam=0.01, target=power_law_spectrum(int(d), float(gamma)))
+    return args, st, state_evolution(st, 0.1, nodes=int(nodes))
+
+
 def test_se_with_a_power_law_target_json(cli):
     """--gamma/--d: the same fixed point as the library's state evolution on the power-law spectrum (the
     wiring, to rounding), and the strongest direction's share against its closed form 1/Σ_{i≤d} i^(−2γ)."""
     import numpy as np
 
-    from attnlab.highdim import Setting, power_law_spectrum, state_evolution
-
-    args = [
-        "--alpha",
-        "0.1",
-        "--lam",
-        "0.01",
-        "--noise",
-        "0.1",
-        "--nodes",
-        "2048",
-        "--gamma",
-        "1",
-        "--d",
-        "60",
-    ]
+    args, _, fp = _power_law("1", "60")
     r = cli("highdim", "se", *args, "--json")
     assert r.code == 0, r.stderr
     out = json.loads(r.stdout)
     assert (out["target"], out["gamma"], out["d"]) == ("power-law", 1.0, 60)
     assert out["top_share"] == pytest.approx(1 / np.sum(np.arange(1, 61) ** -2.0), rel=1e-12)
-    st = Setting(kappa0=0.5, noise=0.1, tokens=2, lam=0.01, target=power_law_spectrum(60, 1.0))
-    fp = state_evolution(st, 0.1, nodes=2048)
     for k in ("q", "m", "sigma", "test_error", "train_loss"):
         assert out[k] == pytest.approx(getattr(fp, k), rel=1e-12)
     assert "readout" not in out  # only on request
 
 
 def test_se_readout_json(cli):
-    """--readout: the library's readout_excess and target_error at the seed's draws (the wiring, to
-    rounding), and at γ = 1.5 the target's exact e0 above the Gaussian one by more than four of its standard
-    errors (docs/highdim.md C6: +12% at d = 100)."""
+    """--readout: the library's readout_excess at the seed's draws (the wiring, to rounding), and at γ = 1.5
+    the target's exact e0 above the Gaussian one by more than four of its standard errors (docs/highdim.md
+    C6: +12% at d = 100 and 400)."""
     from attnlab.core.seeding import derive_seed, generator
-    from attnlab.highdim import Setting, power_law_spectrum, readout_excess, state_evolution
+    from attnlab.highdim import readout_excess
 
-    args = [
-        "--alpha",
-        "0.1",
-        "--lam",
-        "0.01",
-        "--noise",
-        "0.1",
-        "--nodes",
-        "2048",
-        "--gamma",
-        "1.5",
-        "--d",
-        "40",
-    ]
+    args, st, fp = _power_law("1.5", "40")
     r = cli("highdim", "se", *args, "--readout", "--seed", "3", "--json")
     assert r.code == 0, r.stderr
     out = json.loads(r.stdout)
     ro = out["readout"]
     assert (ro["draws"], ro["samples"]) == (8, 8000)
-    st = Setting(kappa0=0.5, noise=0.1, tokens=2, lam=0.01, target=power_law_spectrum(40, 1.5))
-    fp = state_evolution(st, 0.1, nodes=2048)
     lib = readout_excess(
         st, fp.delta, fp.eps, fp.eta, draws=8, samples=8000, generator=generator(derive_seed(3, "law"))
     )
@@ -304,20 +282,7 @@ def test_se_readout_json(cli):
 
 
 def test_se_readout_text_output(cli):
-    args = [
-        "--alpha",
-        "0.1",
-        "--lam",
-        "0.01",
-        "--noise",
-        "0.1",
-        "--nodes",
-        "1024",
-        "--gamma",
-        "1",
-        "--d",
-        "20",
-    ]
+    args, _, _ = _power_law("1", "20", nodes="1024")
     r = cli("highdim", "se", *args, "--readout")
     assert r.code == 0, r.stderr
     for word in ("top_share", "e0_exact", "readout_ratio", "±"):
