@@ -25,6 +25,7 @@ from attnlab.cli.common import (
     out_console,
 )
 from attnlab.cli.highdim_checks import check_nodes, check_setting, check_training
+from attnlab.cli.highdim_target import law_readout, power_law_target
 
 app = typer.Typer(help="Paper C: single-head tied attention in high dimensions.", no_args_is_help=True)
 
@@ -131,7 +132,7 @@ def se(
         raise UsageError("--fold", "--tokens 2 (the symmetries it folds are those of two tokens)", tokens)
     # α above 1000 is the noiseless limit, reached long before (and the solver's fixed point turns nan)
     check_real("--alpha", alpha, min=0.0, min_open=True, max=1000.0)
-    spectrum = _power_law_target(gamma, d, readout, tokens, seed)
+    spectrum = power_law_target(gamma, d, readout, tokens, seed)
     s = Setting(kappa0=kappa0, noise=noise, tokens=tokens, lam=lam, beta=beta, beta0=beta0, target=spectrum)
     # a targeted solve takes a finer grid in w below λ̃ = 1e-2 and, for a fine target below λ̃ = 1e-3, more
     # label nodes (state_evolution's rtol; channel_nodes.target_nodes)
@@ -241,7 +242,7 @@ def se(
 
         out.update(target="power-law", gamma=gamma, d=d, top_share=top_share(spectrum))
         if readout:
-            out.update(_readout(s, fp, seed))
+            out.update(law_readout(s, fp, seed))
             err["e0_exact"] = out["e0_exact_stderr"]
     if json_out:
         emit_json(out)
@@ -254,71 +255,6 @@ def se(
                 if f"{k}_stderr" in r:
                     err[f"readout_{k}"] = r[f"{k}_stderr"]
         _show("state evolution", shown, err)
-
-
-def _power_law_target(gamma: float | None, d: int | None, readout: bool, tokens: int, seed: int):
-    """The power-law target of ``se --gamma G --d D`` (None without --gamma), its options checked."""
-    from attnlab.core.validation import check_int, check_real
-
-    if gamma is None:
-        for name, value in (("--d", d), ("--readout", readout or None)):
-            if value is not None:
-                raise UsageError(name, "to come with --gamma (a power-law target)", value)
-        return None
-    check_real("--gamma", gamma, min=0.0, min_open=True, max=100.0)
-    if d is None:
-        raise UsageError("--d", "an integer of at least 2 with --gamma (the target's dimension)", "nothing")
-    # the readout holds draws of d × d matrices and blocks of 8192 × 2 × d tokens in float64
-    check_int("--d", d, min=2, max=4000)
-    check_int("--seed", seed, min=0)
-    if readout and tokens != 2:
-        raise UsageError("--readout", "--tokens 2 (the Gaussian read-out is the two-token formula)", tokens)
-    from attnlab.highdim import power_law_spectrum
-
-    return power_law_spectrum(d, gamma)
-
-
-def _readout(s, fp, seed: int) -> dict:
-    """``se --readout``: the fixed point's law of Ŝ read on exact and Gaussian logits, and the target's own
-    error ``e0`` (the target read at β0) on exact logits and by the Gaussian formula."""
-    import dataclasses
-
-    from attnlab.core.seeding import derive_seed, generator
-    from attnlab.highdim import readout_excess, target_error
-    from attnlab.highdim.two_token import two_token_test_error
-
-    with TaskProgress("reading the law's draws on exact logits", total=None, unit="draws"):
-        r = readout_excess(
-            s, fp.delta, fp.eps, fp.eta, draws=8, samples=8000, generator=generator(derive_seed(seed, "law"))
-        )
-        e0, e0_se = target_error(
-            s.target, s.noise, beta0=s.beta0, samples=100_000, generator=generator(derive_seed(seed, "e0"))
-        )
-    ratio_se = (
-        abs(r.ratio) * math.hypot(r.exact_se / r.exact, r.gaussian_se / r.gaussian)
-        if r.exact != 0 and r.gaussian != 0
-        else math.nan  # emitted as null in the JSON
-    )
-    # the Gaussian e0: the two-token formula at q = m = Q0 with the student read at β0 (zero at β0 = 0, where
-    # labels and prediction are both uniform)
-    e0_gauss = two_token_test_error(dataclasses.replace(s, beta=s.beta0), s.q0, s.q0) if s.beta0 > 0 else 0.0
-    return {
-        "readout": {
-            "exact": r.exact,
-            "exact_stderr": r.exact_se,
-            "gaussian": r.gaussian,
-            "gaussian_stderr": r.gaussian_se,
-            "ratio": r.ratio,
-            "ratio_stderr": ratio_se,
-            "q": r.q,
-            "m": r.m,
-            "draws": r.draws,
-            "samples": r.samples,
-        },
-        "e0_exact": e0,
-        "e0_exact_stderr": e0_se,
-        "e0_gaussian": e0_gauss,
-    }
 
 
 def _sweep_start(i: int, fp, cold: bool) -> str:
@@ -367,7 +303,7 @@ def sweep(
         check_real("--alphas", a, min=0.0, min_open=True)
     if not 1 <= len(grid) <= 1000:
         raise UsageError("--alphas", "between 1 and 1000 values", len(grid))
-    spectrum = _power_law_target(gamma, d, False, tokens, 0)
+    spectrum = power_law_target(gamma, d, False, tokens, 0)
     s = Setting(kappa0=kappa0, noise=noise, tokens=tokens, lam=lam, beta=beta, beta0=beta0, target=spectrum)
     with TaskProgress(f"solving the state evolution at {len(grid)} α"):
         fps = se_sweep(s, grid, nodes=nodes, tol=tol, warm=not cold)
