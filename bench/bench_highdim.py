@@ -599,7 +599,6 @@ def test_power_law_readout_study(benchmark):
         erm, erm_se = float(np.mean(ex)), float(np.std(ex, ddof=1) / math.sqrt(seeds))
         level, est = erm / se_excess, erm / ro.exact
         est_se = est * math.hypot(erm_se / erm, ro.exact_se / ro.exact)
-        ro_se = ro.ratio * math.hypot(ro.exact_se / ro.exact, ro.gaussian_se / ro.gaussian)
         benchmark.extra_info[f"{target}_nd{n_over_d}"] = {
             "level": level,
             "estimator": est,
@@ -608,5 +607,5 @@ def test_power_law_readout_study(benchmark):
         }
         print(
             f"{target:7s} {n_over_d:3d}  {level:.3f} ± {level * erm_se / erm:.3f}  {est:.3f} ± {est_se:.3f}  "
-            f"{ro.ratio:.3f} ± {ro_se:.3f}  {ro.gaussian / se_excess:.3f}"
+            f"{ro.ratio:.3f} ± {ro.ratio_se:.3f}  {ro.gaussian / se_excess:.3f}"
         )

@@ -158,7 +158,7 @@ def readout_setting(target: DiscreteSpectrum, noise: float = 0.1) -> Setting:
 
 
 def combined_rel_se(r) -> float:
-    return math.hypot(r.exact_se / r.exact, r.gaussian_se / r.gaussian)
+    return r.ratio_se / r.ratio
 
 
 def test_readout_of_a_scaled_target_is_the_closed_form():

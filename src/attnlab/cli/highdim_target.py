@@ -4,8 +4,6 @@ logits."""
 
 from __future__ import annotations
 
-import math
-
 from attnlab.cli.common import TaskProgress, UsageError
 
 __all__ = ["law_readout", "power_law_target"]
@@ -49,11 +47,6 @@ def law_readout(s, fp, seed: int) -> dict:
         e0, e0_se = target_error(
             s.target, s.noise, beta0=s.beta0, samples=100_000, generator=generator(derive_seed(seed, "e0"))
         )
-    ratio_se = (
-        abs(r.ratio) * math.hypot(r.exact_se / r.exact, r.gaussian_se / r.gaussian)
-        if r.exact != 0 and r.gaussian != 0
-        else math.nan  # emitted as null in the JSON
-    )
     # the Gaussian e0: the two-token formula at q = m = Q0 with the student read at β0 (zero at β0 = 0, where
     # labels and prediction are both uniform)
     e0_gauss = two_token_test_error(dataclasses.replace(s, beta=s.beta0), s.q0, s.q0) if s.beta0 > 0 else 0.0
@@ -64,7 +57,7 @@ def law_readout(s, fp, seed: int) -> dict:
             "gaussian": r.gaussian,
             "gaussian_stderr": r.gaussian_se,
             "ratio": r.ratio,
-            "ratio_stderr": ratio_se,
+            "ratio_stderr": r.ratio_se,  # NaN (null in the JSON) where an excess is zero
             "q": r.q,
             "m": r.m,
             "draws": r.draws,

@@ -141,6 +141,14 @@ class Readout:
         where the Gaussian excess is zero)."""
         return self.exact / self.gaussian if self.gaussian != 0 else math.nan
 
+    @property
+    def ratio_se(self) -> float:
+        """The ratio's standard error, the two relative errors combined as independent (NaN where either
+        excess is zero)."""
+        if self.exact == 0 or self.gaussian == 0:
+            return math.nan
+        return abs(self.ratio) * math.hypot(self.exact_se / self.exact, self.gaussian_se / self.gaussian)
+
 
 def readout_excess(
     setting,
