@@ -36,7 +36,7 @@ from attnlab.core.seeding import draw_device
 from attnlab.core.validation import check_int, check_real
 from attnlab.highdim.data import label_noise, sample
 
-__all__ = ["Readout", "readout_excess", "target_error", "top_share"]
+__all__ = ["Readout", "gaussian_excess", "readout_excess", "target_error", "top_share"]
 
 #: sequences drawn per block (memory ``block · T · d`` doubles)
 _BLOCK = 8192
@@ -227,3 +227,27 @@ def readout_excess(
 
     (ex, ex_se), (ga, ga_se) = mean_se(exact), mean_se(gauss)
     return Readout(ex, ex_se, ga, ga_se, float(np.mean(qs)), float(np.mean(ms)), draws, samples)
+
+
+def gaussian_excess(setting, S0: torch.Tensor, S: torch.Tensor) -> float:
+    """The excess test error of ``S`` over the target ``S0`` under the Gaussian read-out:
+    ``e_G(q, m) − e_G(Q0, Q0)`` (:func:`~attnlab.highdim.two_token.two_token_test_error`) at ``q = Tr S²/d``,
+    ``m = Tr S S0/d`` and the target's own ``Q0 = Tr S0²/d`` (a finite-d realisation's, not the setting's
+    limit), with the setting's ``noise``, ``beta0`` and ``beta``. ``S0``, ``S``: (d, d) symmetric, T = 2."""
+    from attnlab.core.validation import check_tensor
+    from attnlab.highdim.two_token import two_token_test_error
+
+    if setting.tokens != 2:
+        raise ValueError(
+            f"setting.tokens: expected 2 (the Gaussian read-out is the T = 2 formula), got {setting.tokens}"
+        )
+    S0 = check_tensor("S0", S0, ndim=2).to(torch.float64)
+    if S0.shape[0] != S0.shape[1]:
+        raise ValueError(f"S0: expected a square matrix, got shape {tuple(S0.shape)}")
+    S = check_tensor("S", S, shape=tuple(S0.shape)).to(device=S0.device, dtype=torch.float64)
+    d = S0.shape[0]
+    Q0 = float((S0 * S0).sum()) / d
+    if not Q0 > 0:
+        raise ValueError("S0: expected a non-zero target, got Tr S0² = 0")
+    q, m = float((S * S).sum()) / d, float((S * S0).sum()) / d
+    return two_token_test_error(setting, q, m, q0=Q0) - two_token_test_error(setting, Q0, Q0, q0=Q0)
