@@ -10,6 +10,7 @@ IDS = {
     "highdim.interpolation-threshold",
     "highdim.perfect-recovery",
     "highdim.error-decomposition",
+    "highdim.error-coefficients",
     "highdim.emergence",
     "highdim.scaling-law",
     "highdim.seq2seq",

@@ -53,6 +53,7 @@ REFERENCE: dict[str, dict[str, float]] = {
         "flow.superadditivity-mean": 0.06227,
         "flow.value-perturbation": 1.799,
         "highdim.emergence": 0.4051,
+        "highdim.error-coefficients": 0.9065,  # fresh store, root seed 0: 9 points, 8.2 CPU-s
         "highdim.error-decomposition": 2.557,
         "highdim.factorised-beats-frobenius": 0.6134,
         "highdim.interpolation-threshold": 0.6131,
@@ -99,6 +100,7 @@ REFERENCE: dict[str, dict[str, float]] = {
         "flow.relu-vs-softmax": 0.095,
         "flow.superadditivity-mean": 0.655,
         "highdim.emergence": 2.115,
+        "highdim.error-coefficients": 2.39,  # its whole full profile, root seed 0: 60 points, 143 CPU-s
         "highdim.error-decomposition": 5.885,
         "highdim.factorised-beats-frobenius": 7,
         "highdim.interpolation-threshold": 0.695,

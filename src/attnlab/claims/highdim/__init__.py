@@ -3,6 +3,7 @@ file."""
 
 from attnlab.claims.highdim import (
     emergence,
+    error_coefficients,
     error_decomposition,
     factorised_beats_frobenius,
     interpolation_threshold,
@@ -26,6 +27,7 @@ CLAIMS = [
     interpolation_threshold.CLAIM,
     perfect_recovery.CLAIM,
     error_decomposition.CLAIM,
+    error_coefficients.CLAIM,
     emergence.CLAIM,
     scaling_law.CLAIM,
     seq2seq.CLAIM,

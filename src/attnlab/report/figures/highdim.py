@@ -228,6 +228,35 @@ def decomposition(rows: Sequence[Row]) -> dict[str, Any]:
     return {"decomposition": fig}
 
 
+def error_coefficients(rows: Sequence[Row]) -> dict[str, Any]:
+    """Each part's measured share of the excess error over the Gaussian read-out's, per target (the test's
+    exponent, the mapped ones, the control's Marchenko–Pastur target): seed means with the seeds' standard
+    errors, the ±5% allowance shaded."""
+    parts = ("over", "under", "approx", "rotation")
+    groups: dict[str, list[Row]] = {}
+    for r in (r for r in rows if r.ok):
+        mp = r.params.get("target") == "marchenko_pastur"
+        name = "Marchenko–Pastur" if mp else f"power law γ = {r.params.get('gamma')}"
+        groups.setdefault(f"{name}, α = {r.params.get('alpha')}", []).append(r)
+    fig, ax = new_figure()
+    ax = ax[0][0]
+    x = np.arange(len(parts))
+    width = 0.8 / max(len(groups), 1)
+    for i, (name, rs) in enumerate(sorted(groups.items())):
+        mean, err = [], []
+        for k in parts:
+            v = [r.metrics[f"e1_{k}"] / r.metrics[f"g1_{k}"] for r in rs if r.metrics.get(f"E_{k}", 0) > 0]
+            mean.append(float(np.mean(v)) if v else math.nan)
+            err.append(float(np.std(v, ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0)
+        ax.errorbar(x - 0.4 + (i + 0.5) * width, mean, yerr=err, fmt="o", capsize=3, label=name)
+    ax.axhspan(0.95, 1.05, color="0.85", zorder=0, label="±5% allowance")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(x, parts)
+    ax.set_ylabel("share of e1: measured / Gaussian read-out")
+    ax.legend(fontsize=7)
+    return {"coefficients": fig}
+
+
 def emergence(rows: Sequence[Row]) -> dict[str, Any]:
     """Left: the error along each strongest target direction against α (theory: mean of the draws, lines;
     ERM: markers; seed means), with the α at which each leaves the noise bulk (δ(α) = s_k, dotted).
@@ -431,6 +460,7 @@ FIGURES = {
     "highdim.interpolation-threshold": interpolation,
     "highdim.perfect-recovery": perfect_recovery,
     "highdim.error-decomposition": decomposition,
+    "highdim.error-coefficients": error_coefficients,
     "highdim.emergence": emergence,
     "highdim.scaling-law": scaling_law,
     "highdim.seq2seq": theory_vs_adam,
