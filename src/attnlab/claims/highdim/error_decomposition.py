@@ -15,7 +15,8 @@ reading here: ``e0`` the test error of ``S0`` itself (the irreducible part) and 
 test set, each part's share ``e1_part = e(S0 + part) − e0`` (:func:`attnlab.highdim.recovered_blocks`) and
 its coefficient ``e1_part / E_part`` (the paper's c1, c2 for over-fitting and mismatch against the under-
 fitting and approximation ones), with ``Σ e1_part / e1`` (1 where the error is small enough to be linear);
-reported, not decided. That the parts of ``‖Ŝ − S0‖²/d`` sum to the total holds by construction (orthogonal
+reported, not decided here (``highdim.error-coefficients`` holds each share against the theory's Gaussian
+read-out). That the parts of ``‖Ŝ − S0‖²/d`` sum to the total holds by construction (orthogonal
 blocks): a check of the code, reported as such, not evidence.
 
 Regime: the parts are decided at the α where the seed mean of the ERM's total ``‖Ŝ − S0‖²/d`` is within 5%
