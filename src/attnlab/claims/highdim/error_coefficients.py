@@ -48,6 +48,7 @@ from attnlab.claims.highdim._common import (
     ok_rows,
     setting,
     shared,
+    train_config,
 )
 from attnlab.claims.highdim.error_decomposition import PARTS
 from attnlab.engine.params import In, OneOf
@@ -106,7 +107,6 @@ def run(point: Point) -> Result:
 
     from attnlab.core.seeding import derive_seed, generator
     from attnlab.highdim import (
-        TrainConfig,
         evaluate,
         mp_target,
         power_law_spectrum,
@@ -135,7 +135,7 @@ def run(point: Point) -> Result:
     g = generator(derive_seed(point.seed, "target"))
     S0 = power_law_target(p.d, p.gamma, g) if power else mp_target(p.d, p.kappa0, g)
     S0 = S0.to(point.device)
-    cfg = TrainConfig(max_steps=p.max_steps, rtol=p.rtol, optimizer=p.optimizer, dtype=p.dtype)
+    cfg = train_config(p)
     r = simulate(
         p.d, p.alpha, noise=p.noise, tokens=p.tokens, lam=p.lam, target=S0, seed=point.seed, config=cfg
     )
