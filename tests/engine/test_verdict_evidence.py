@@ -92,6 +92,22 @@ def test_map_depends_where_cells_disagree_and_holds_where_they_agree():
     assert "Map: holds for scale = 1.0, 1.01" in v2.note
 
 
+def test_a_knob_mapped_at_another_profile_only_leaves_this_one_unmapped():
+    from attnlab.engine.protocol import Knob
+
+    only_full = dataclasses.replace(
+        AGREES, id="test.full-only", knobs={"scale": Knob({"full": [1.0, 2.0]}, "s")}
+    )
+    assert {p.cell for p in only_full.points("quick")} == {""}
+    v, power = decide_rows(only_full, _rows(only_full), "quick")
+    assert v.status == "holds" and power.cells == []
+    v, power = decide_rows(only_full, _rows(only_full, "full"), "full")
+    assert v.status == "depends" and {c["value"]: c["status"] for c in power.cells} == {
+        1.0: "holds",
+        2.0: "fails",
+    }
+
+
 # ----------------------------------------------------------------------------------- branches, bands
 def test_power_shows_the_band_and_counts_controls_through_the_deciding_branch():
     rows = _rows(BRANCHES)

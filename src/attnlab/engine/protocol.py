@@ -353,8 +353,11 @@ class Claim:
         test = test or self.decide(rows)
         cells = []
         for name, k in self.knobs.items():
+            values = k.values_for(profile)
+            if not values:  # a knob mapped at other profiles only
+                continue
             tv = jsonable(self.test_value(name, profile, overrides))
-            for v in k.values_for(profile):
+            for v in values:
                 if jsonable(v) == tv:
                     cells.append(Cell(name, v, test, test=True))
                 else:
