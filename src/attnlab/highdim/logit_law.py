@@ -36,7 +36,14 @@ from attnlab.core.seeding import draw_device
 from attnlab.core.validation import check_int, check_real
 from attnlab.highdim.data import label_noise, sample
 
-__all__ = ["Readout", "gaussian_excess", "readout_excess", "target_error", "top_share"]
+__all__ = [
+    "Readout",
+    "gaussian_excess",
+    "independent_part_excess",
+    "readout_excess",
+    "target_error",
+    "top_share",
+]
 
 #: sequences drawn per block (memory ``block · T · d`` doubles)
 _BLOCK = 8192
@@ -96,23 +103,95 @@ def target_error(
     beta0 = check_real("beta0", beta0, min=0.0)
     T = check_int("tokens", tokens, min=2)
     samples = check_int("samples", samples, min=2, max=100_000_000)
+    total, total2 = 0.0, 0.0
+    for Z0, xi in _target_blocks(s, T, noise, samples, generator):
+        err = ((torch.softmax(beta0 * (Z0 + xi), -1) - torch.softmax(beta0 * Z0, -1)) ** 2).sum((-1, -2))
+        total += float(err.sum())
+        total2 += float((err * err).sum())
+    return _mean_se(total, total2, samples)
+
+
+def independent_part_excess(
+    eigenvalues,
+    noise: float,
+    size: float,
+    *,
+    beta: float = 1.0,
+    beta0: float = 1.0,
+    tokens: int = 2,
+    samples: int = 200_000,
+    generator: torch.Generator | None = None,
+) -> tuple[float, float]:
+    """The excess test error of adding to the target a part whose logits are Gaussian and independent of
+    the target's, under the exact law of the target's logits.
+
+    A symmetric part ``P`` with ``Tr P²/d = size`` (``E``) has logits ``(x_aᵀ P x_b − δ_ab Tr P)/√d`` of
+    variance ``E`` off the diagonal and ``2E`` on it; the over-fitting part (orthogonal to ``S0``, full rank,
+    in the target's hidden directions) is read this way. With Gaussian target logits the result is
+    ``e_G(Q0 + E, Q0) − e_G(Q0, Q0)`` (:func:`~attnlab.highdim.two_token.two_token_test_error`); where the
+    target's logits are not Gaussian (:func:`top_share`) it is what that law alone makes of the same part.
+
+    Parameters
+    ----------
+    eigenvalues : array or DiscreteSpectrum
+        The spectrum of ``S0``.
+    noise : float
+        Label-noise variance ``Δ``.
+    size : float
+        ``E = Tr P²/d`` (≥ 0).
+    beta, beta0 : float
+        Student and target inverse temperatures.
+    tokens : int
+        Sequence length ``T`` (≥ 2).
+    samples : int
+        Monte Carlo sequences (≥ 2), drawn in blocks of 8192.
+    generator : torch.Generator, optional
+
+    Returns
+    -------
+    (excess, stderr) : the mean over sequences of ``e(S0 + P) − e(S0)``, both against the same noisy labels,
+    and its standard error.
+    """
+    s = _eigenvalues(eigenvalues)
+    noise = check_real("noise", noise, min=0.0)
+    size = check_real("size", size, min=0.0)
+    beta = check_real("beta", beta, min=0.0)
+    beta0 = check_real("beta0", beta0, min=0.0)
+    T = check_int("tokens", tokens, min=2)
+    samples = check_int("samples", samples, min=2, max=100_000_000)
+    total, total2 = 0.0, 0.0
+    for Z0, xi in _target_blocks(s, T, noise, samples, generator):
+        G = torch.randn(Z0.shape, generator=generator, dtype=torch.float64, device=Z0.device)
+        ZP = (G + G.transpose(-1, -2)) * math.sqrt(size / 2)  # variance E off the diagonal, 2E on it
+        y = torch.softmax(beta0 * (Z0 + xi), -1)
+        err = ((torch.softmax(beta * (Z0 + ZP), -1) - y) ** 2).sum((-1, -2))
+        err -= ((torch.softmax(beta * Z0, -1) - y) ** 2).sum((-1, -2))
+        total += float(err.sum())
+        total2 += float((err * err).sum())
+    return _mean_se(total, total2, samples)
+
+
+def _target_blocks(s: np.ndarray, T: int, noise: float, samples: int, generator):
+    """Blocks of at most 8192 sequences: the target's exact logits ``Z0`` and the label noise ``ξ``, each
+    (b, T, T), drawn in that order (the tokens in the target's eigenbasis, then ``ξ``)."""
     d = s.size
     dev = draw_device(generator, "cpu")
     st = torch.as_tensor(s, dtype=torch.float64, device=dev)
     shift = float(s.sum()) * torch.eye(T, dtype=torch.float64, device=dev)
-    total, total2, done = 0.0, 0.0, 0
+    done = 0
     while done < samples:
         b = min(_BLOCK, samples - done)
         u = torch.randn(b, T, d, generator=generator, dtype=torch.float64, device=dev)
         Z0 = (torch.einsum("btd,d,bsd->bts", u, st, u) - shift) / math.sqrt(d)  # (b, T, T)
-        xi = label_noise(b, T, noise, generator, device=dev)
-        err = ((torch.softmax(beta0 * (Z0 + xi), -1) - torch.softmax(beta0 * Z0, -1)) ** 2).sum((-1, -2))
-        total += float(err.sum())
-        total2 += float((err * err).sum())
+        yield Z0, label_noise(b, T, noise, generator, device=dev)
         done += b
-    mean = total / samples
-    var = max(total2 / samples - mean * mean, 0.0) * samples / (samples - 1)
-    return mean, math.sqrt(var / samples)
+
+
+def _mean_se(total: float, total2: float, n: int) -> tuple[float, float]:
+    """The mean and its standard error from the sum and the sum of squares of ``n`` values."""
+    mean = total / n
+    var = max(total2 / n - mean * mean, 0.0) * n / (n - 1)
+    return mean, math.sqrt(var / n)
 
 
 @dataclass(frozen=True)
