@@ -23,6 +23,7 @@ def _rows(off=None, factor=1.0, seeds=3, empty=(), control="", alphas=(0.1,)):
     for a in alphas:
         for rep in range(seeds):
             m = {"fq": 0.383, "fm": -0.759, "e1": 0.06, "g1": 0.056, "n_recovered": 4, "e0": 0.05}
+            m["t1_over"] = PRED["over"] * 1.1  # the over part on the target's exact law: 10% above g1
             for k, g in PRED.items():
                 E = 0.0 if k in empty else g / 0.38
                 scale = factor * ((1 + off[1]) if off and off[0] == k else 1.0)
@@ -39,6 +40,8 @@ def test_shares_against_the_gaussian_read_out():
     # 2∂e/∂q + ∂e/∂m over ∂e/∂q: how far the target is from stationary along its scale
     assert v.numbers["stationarity"] == pytest.approx((2 * 0.383 - 0.759) / 0.383)
     assert v.numbers["c_over_a0.1"] == pytest.approx(0.38)  # e1_part / E_part
+    # reported, not deciding: the measured over share against its read-out on the target's exact law
+    assert v.numbers["target_law_over"] == pytest.approx(1 / 1.1) and "exact logit law" in v.note
     # one part 10% above its prediction fails the claim and is named
     v = CLAIM.decide(_rows(off=("under", 0.10)))
     assert v.status == "fails" and "under" in v.numbers["worst_part"]
@@ -90,6 +93,7 @@ def test_real_point(target):
     # the parts are orthogonal blocks of Ŝ − S0: their sizes add up to the total (a check of the code)
     assert sum(m[f"E_{k}"] for k in PARTS) == pytest.approx(m["E_total"], rel=1e-10)
     assert all(f"e1_{k}" in m and f"g1_{k}" in m for k in PARTS) and m["fq"] > 0 > m["fm"]
+    assert m["t1_over"] > 0 if m["E_over"] > 0 else m["t1_over"] == 0.0
     if target == "marchenko_pastur":  # no outlier: only the over- and under-fitting parts
         assert m["n_recovered"] == 0 and m["E_approx"] == m["E_rotation"] == m["g1_approx"] == 0.0
     else:

@@ -16,7 +16,10 @@ evolution's number of recovered outliers, the ERM at a tight tolerance); the fou
 :func:`attnlab.highdim.decomposition.recovered_blocks`; each part's measured share ``e1_part = e(S0 + part)
 − e0`` on ``n_test`` test sequences (paired with the target's own error on the same sequences) and its
 prediction ``g1_part``. A part that is empty at every seed (no recovered outlier: no approximation or
-rotation part) is reported and not decided.
+rotation part) is reported and not decided. Reported beside the verdict, not deciding: the over-fitting part's
+share against ``t1_over``, the same part read with its logits Gaussian and independent of the target's but on
+the target's exact logit law (:func:`attnlab.highdim.logit_law.independent_part_excess`): how much of its miss
+the target's own logits make.
 Verdict rule: "holds" when, at every α and every non-empty part, the seed mean of ``e1_part`` is within
 ``2 × the standard error of the seed mean of e1_part − g1_part`` (the seeds' spread: ERM, target and test
 sequences together) ``+ 0.05 × the predicted share`` (a finite-d allowance: the Gaussian read-out of a
@@ -118,7 +121,7 @@ def run(point: Point) -> Result:
         state_evolution,
     )
     from attnlab.highdim.decomposition import recovered_blocks
-    from attnlab.highdim.logit_law import gaussian_excess
+    from attnlab.highdim.logit_law import gaussian_excess, independent_part_excess
     from attnlab.highdim.targets import DiscreteSpectrum
     from attnlab.highdim.two_token import two_token_gradient
 
@@ -157,6 +160,14 @@ def run(point: Point) -> Result:
         metrics[f"e1_{part}"] = evaluate(S0 + P, test)[0] - e0
         metrics[f"g1_{part}"] = gaussian_excess(s, S0, S0 + P)
     metrics["fq"], metrics["fm"] = two_token_gradient(s, s.q0, s.q0)
+    # the over-fitting part as logits Gaussian and independent of the target's, on the target's exact law
+    metrics["t1_over"] = independent_part_excess(
+        s.target,
+        p.noise,
+        metrics["E_over"],
+        samples=p.n_test,
+        generator=generator(derive_seed(point.seed, "law")),
+    )[0]
     metrics.update(n_recovered=k, steps=r.steps, device=device_name(point.device))
     return Result(metrics=metrics)
 
@@ -185,6 +196,8 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         nums[f"first_order_c_a{a}"] = fq  # ∂e/∂q at the target: every part's coefficient to first order
         nums[f"stationarity_a{a}"] = float((2 * col("fq") + col("fm")).mean()) / fq
         nums[f"readout_total_a{a}"] = float(col("e1").mean() / col("g1").mean())
+        t1 = float(col("t1_over").mean())
+        nums[f"target_law_over_a{a}"] = float(col("e1_over").mean()) / t1 if t1 else None
         if n < 2:
             few.append(a)
             continue
@@ -217,6 +230,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         first_order_c=nums[f"first_order_c_a{a0}"],
         stationarity=nums[f"stationarity_a{a0}"],
         readout_total=nums[f"readout_total_a{a0}"],
+        target_law_over=nums[f"target_law_over_a{a0}"],
         **{f"ratio_{part}": nums.get(f"ratio_{part}_a{a0}") for part in PARTS},
     )
     nums["ratios"] = (
@@ -238,7 +252,8 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
 _READING = (
     " Measured over predicted share at α = {reading_alpha}: {ratios}; the total {readout_total:.3f}. "
     "First-order coefficient ∂e/∂q = {first_order_c:.3f} for every part "
-    "(2∂e/∂q + ∂e/∂m = {stationarity:.3f} of it)."
+    "(2∂e/∂q + ∂e/∂m = {stationarity:.3f} of it). The over part against the target's exact logit law with "
+    "its own logits Gaussian and independent: {target_law_over:.3f}."
 )
 
 CLAIM = Claim(
@@ -250,7 +265,7 @@ CLAIM = Claim(
     "c2·E_mismatch are the Gaussian read-out's: each part of the learned error costs the two-token Gaussian "
     "test error at its overlaps with the target (to first order ∂e/∂q times its size, one coefficient for "
     "every part).",
-    version=1,
+    version=2,  # the over part read on the target's exact logit law (t1_over)
     params=Params,
     grids={
         "quick": Grid({"alpha": [0.1]}, {"d": 100}, seeds=3),
