@@ -41,15 +41,17 @@ def test_J_derivatives_match_finite_differences(delta, eps):
 @given(delta=st.floats(0.2, 2.0), k0=st.floats(0.1, 2.0))
 @settings(max_examples=15, deadline=None)
 # at the δ where the smoothed atom and the MP bulk merge, the density has a cusp; the graded mesh of
-# ConvolvedLaw.nodes keeps the mass and moment errors below ~2e-11 there (a 40 × 60 scan of this box),
-# ~1e-14 elsewhere: 1e-9 leaves a margin
+# ConvolvedLaw.nodes keeps the mass and moment errors ~1e-14 away from it, but within about 1e-4 of the
+# merger the neck's location (two zoom rounds) limits them: the largest over this box, on 901 δ per κ0 =
+# 0.1 … 0.9 refined 201-fold about each κ0's worst, is 3.5e-8 (κ0 = 0.1, δ = 1.24042; 2.2e-9 at κ0 = 0.4,
+# 7.7e-10 at 0.2); hypothesis once drew κ0 = 0.1, δ = 1.2393 (1.1e-9). 1e-7 bounds them, a margin of 3
 def test_density_integrates_to_one_and_moments(delta, k0):
     law = semicircle_convolution(MarchenkoPastur(k0), delta)
     x, w, _ = law.nodes()
     # free convolution adds variances: mean √κ0·1·… = E x = √κ0 (MP mean of S0), second moment Q0 + δ²
-    assert w.sum() == pytest.approx(1.0, abs=1e-9)
-    assert (w * x).sum() == pytest.approx(math.sqrt(k0), abs=1e-9)
-    assert (w * x * x).sum() == pytest.approx(1 + k0 + delta**2, abs=1e-9)
+    assert w.sum() == pytest.approx(1.0, abs=1e-7)
+    assert (w * x).sum() == pytest.approx(math.sqrt(k0), abs=1e-7)
+    assert (w * x * x).sum() == pytest.approx(1 + k0 + delta**2, abs=1e-7)
 
 
 @pytest.mark.parametrize("delta", [0.3, 0.7, 1.5])

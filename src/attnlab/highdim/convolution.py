@@ -154,7 +154,9 @@ class ConvolvedLaw:
         geometrically around the features of width ~δ (smoothed atom, bulk edges, necks), so the mass and
         the low moments are exact to ~1e-14 for every κ0 and every δ down to 1e-3 (checked on a grid of
         δ in [1e-3, 0.1] and κ0 in [0.05, 4], including δ within a few percent of a support merger, where
-        the density has a cusp ~ |x − x0|^{1/3}: necks and shoulders are graded down to δ·2^{-13}).
+        the density has a cusp ~ |x − x0|^{1/3}: necks and shoulders are graded down to δ·2^{-13}). Within
+        about 1e-4 of the merger in δ the neck's located position limits them to 3.5e-8 (κ0 = 0.1,
+        δ = 1.24042, the worst of a scan of κ0 = 0.1 … 0.9, δ = 0.2 … 2; ≤ 2.2e-9 at κ0 ≥ 0.2).
         """
         xs, ws, gs = [], [], []
         if isinstance(self.target, MarchenkoPastur):
