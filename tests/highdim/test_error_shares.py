@@ -1,7 +1,7 @@
 """What a part of the learned error costs under the Gaussian read-out: the two-token formula's gradient
 (Price's theorem) and ``gaussian_excess`` against finite differences, closed forms and Monte Carlo on the
 exact logit law (attnlab.highdim.two_token, attnlab.highdim.logit_law; docs/highdim.md C6, "The coefficients
-of the decomposition")."""
+as highdim.error-coefficients measures them")."""
 
 import math
 

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from attnlab.core.seeding import draw_device
-from attnlab.core.validation import check_int, check_real
+from attnlab.core.validation import check_int, check_real, check_tensor
 from attnlab.highdim.data import label_noise, sample
 
 __all__ = [
@@ -313,7 +313,6 @@ def gaussian_excess(setting, S0: torch.Tensor, S: torch.Tensor) -> float:
     ``e_G(q, m) − e_G(Q0, Q0)`` (:func:`~attnlab.highdim.two_token.two_token_test_error`) at ``q = Tr S²/d``,
     ``m = Tr S S0/d`` and the target's own ``Q0 = Tr S0²/d`` (a finite-d realisation's, not the setting's
     limit), with the setting's ``noise``, ``beta0`` and ``beta``. ``S0``, ``S``: (d, d) symmetric, T = 2."""
-    from attnlab.core.validation import check_tensor
     from attnlab.highdim.two_token import two_token_test_error
 
     if setting.tokens != 2:

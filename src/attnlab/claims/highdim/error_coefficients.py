@@ -1,5 +1,6 @@
 """``highdim.error-coefficients``: what each part of the learned error costs in test error, against the
-state evolution's Gaussian read-out (docs/highdim.md C6, "The coefficients of the decomposition").
+state evolution's Gaussian read-out (docs/highdim.md C6, "The coefficients as highdim.error-coefficients
+measures them").
 
 The paper writes the excess test error as ``e1 = c1·E_over + E_under + E_approx + c2·E_mismatch`` and leaves
 ``c1, c2`` free. The theory fixes them: it reads a matrix ``S`` through its overlaps with the target alone,
