@@ -47,7 +47,8 @@ def test_shares_against_the_gaussian_read_out():
     assert v.status == "fails" and "under" in v.numbers["worst_part"]
     assert v.numbers["worst_gap_over_tol"] == pytest.approx(0.10 / (0.05 + 2 * 0.01 / 3**0.5))
     assert "under 1.100" in v.numbers["ratios"]
-    assert FIGURES[CLAIM.id](_rows())["coefficients"].axes[0].get_ylabel()
+    ax = FIGURES[CLAIM.id](_rows())["coefficients"].axes[0]
+    assert ax.get_ylabel() and "exact law" in " ".join(t.get_text() for t in ax.get_legend().get_texts())
 
 
 def test_each_part_is_a_prediction_that_flips_it():

@@ -231,7 +231,8 @@ def decomposition(rows: Sequence[Row]) -> dict[str, Any]:
 def error_coefficients(rows: Sequence[Row]) -> dict[str, Any]:
     """Each part's measured share of the excess error over the Gaussian read-out's, per target (the test's
     exponent, the mapped ones, the control's Marchenko–Pastur target): seed means with the seeds' standard
-    errors, the ±5% allowance shaded."""
+    errors, the ±5% allowance shaded; hollow beside the over part, its share over its read-out on the
+    target's exact logit law (``t1_over``, where stored)."""
     parts = ("over", "under", "approx", "rotation")
     groups: dict[str, list[Row]] = {}
     for r in (r for r in rows if r.ok):
@@ -248,7 +249,14 @@ def error_coefficients(rows: Sequence[Row]) -> dict[str, Any]:
             v = [r.metrics[f"e1_{k}"] / r.metrics[f"g1_{k}"] for r in rs if r.metrics.get(f"E_{k}", 0) > 0]
             mean.append(float(np.mean(v)) if v else math.nan)
             err.append(float(np.std(v, ddof=1) / math.sqrt(len(v))) if len(v) > 1 else 0.0)
-        ax.errorbar(x - 0.4 + (i + 0.5) * width, mean, yerr=err, fmt="o", capsize=3, label=name)
+        line = ax.errorbar(x - 0.4 + (i + 0.5) * width, mean, yerr=err, fmt="o", capsize=3, label=name)
+        t1 = [r.metrics["e1_over"] / r.metrics["t1_over"] for r in rs if r.metrics.get("t1_over")]
+        if t1:
+            ax.plot(
+                x[0] - 0.4 + (i + 0.5) * width + 0.06, np.mean(t1), "o", mfc="none", color=line[0].get_color()
+            )
+    if any(r.metrics.get("t1_over") for rs in groups.values() for r in rs):
+        ax.plot([], [], "o", mfc="none", color="0.3", label="over / its read-out on the target's exact law")
     ax.axhspan(0.95, 1.05, color="0.85", zorder=0, label="±5% allowance")
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_xticks(x, parts)
