@@ -41,7 +41,13 @@ if TYPE_CHECKING:
     from attnlab.highdim.logit_law import Readout, readout_excess, target_error, top_share
     from attnlab.highdim.outliers import count_outliers, nonzero_components, predicted_outliers
     from attnlab.highdim.proximal import ProximalResult, nuclear_objective, nuclear_psd_erm
-    from attnlab.highdim.scaling import PowerLawFit, find_plateau, local_exponents, power_law_fit
+    from attnlab.highdim.scaling import (
+        PowerLawFit,
+        find_plateau,
+        local_exponents,
+        mean_exponent,
+        power_law_fit,
+    )
     from attnlab.highdim.spectra import (
         ConvolvedLaw,
         DiscreteSpectrum,
@@ -101,7 +107,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
     "logit_law": ("Readout", "readout_excess", "target_error", "top_share"),
     "outliers": ("count_outliers", "nonzero_components", "predicted_outliers"),
     "proximal": ("ProximalResult", "nuclear_objective", "nuclear_psd_erm"),
-    "scaling": ("PowerLawFit", "find_plateau", "local_exponents", "power_law_fit"),
+    "scaling": ("PowerLawFit", "find_plateau", "local_exponents", "mean_exponent", "power_law_fit"),
     "spectra": (
         "ConvolvedLaw",
         "DiscreteSpectrum",
@@ -214,6 +220,7 @@ __all__ = [
     "lam_tilde_from_lam",
     "local_exponents",
     "logits",
+    "mean_exponent",
     "mp_target",
     "nonzero_components",
     "nuclear_objective",

@@ -5,7 +5,9 @@ replicate); :func:`power_law_fit` fits the exponent of the seed-mean curve in lo
 standard error from the per-seed exponents, :func:`local_exponents` gives the exponents over successive
 windows (a power law has constant local exponents; a drift says the law has not set in, and a fit over a
 window that straddles a crossover measures the crossover), and :func:`find_plateau` finds the longest
-run of windows that agree. The statistics themselves are :mod:`attnlab.core.stats`'s.
+run of windows that agree; :func:`mean_exponent` gives the exponent of the seed means with a delta-method
+standard error that needs no seed's own curve to be positive (differences of noisy errors often are not).
+The statistics themselves are :mod:`attnlab.core.stats`'s.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 
 from attnlab.core.stats import local_slopes, loglog_slope
 
-__all__ = ["PowerLawFit", "find_plateau", "local_exponents", "power_law_fit"]
+__all__ = ["PowerLawFit", "find_plateau", "local_exponents", "mean_exponent", "power_law_fit"]
 
 
 @dataclass(frozen=True)
@@ -89,3 +91,33 @@ def find_plateau(exponents: Sequence[float | None], tol: float, length: int = 2)
             if j - i + 1 >= length and (best is None or j - i > best[1] - best[0]):
                 best = (i, j)
     return best
+
+
+def mean_exponent(x: Sequence[float], y_by_seed: Sequence[Sequence[float]]) -> tuple[float, float]:
+    """Log-log slope of the seed means of ``y_by_seed`` (seeds × len(x)) against ``x``, and its standard
+    error by the delta method.
+
+    The slope is ``Σ_i c_i log ȳ_i`` with least-squares weights ``c_i`` of ``log x``; to first order
+    ``log ȳ_i`` moves by ``δȳ_i / ȳ_i``, so its variance is ``cᵀ D C D c / n`` with ``C`` the seeds'
+    covariance of the columns (correlated columns, such as successive differences of one curve, are accounted
+    for) and ``D = diag(1/ȳ)``. Individual seeds may be negative; the means must be positive (else a
+    ValueError), and at least two seeds are needed for the error (nan with one).
+    """
+    xa = np.asarray(x, dtype=float)
+    ya = np.atleast_2d(np.asarray(y_by_seed, dtype=float))
+    if xa.ndim != 1 or xa.size < 2 or ya.shape[1] != xa.size or np.any(~np.isfinite(ya)):
+        raise ValueError(f"y_by_seed: expected finite values of shape (seeds, {xa.size}), got {ya.shape}")
+    if np.any(xa <= 0):
+        raise ValueError(f"x: expected positive values, got {xa.tolist()}")
+    means = ya.mean(axis=0)
+    if np.any(means <= 0):
+        raise ValueError(f"y_by_seed: expected positive seed means, got {means.tolist()}")
+    lx = np.log(xa)
+    c = (lx - lx.mean()) / float(((lx - lx.mean()) ** 2).sum())
+    slope = float(c @ np.log(means))
+    n = ya.shape[0]
+    if n < 2:
+        return slope, math.nan
+    g = c / means
+    cov = np.atleast_2d(np.cov(ya, rowvar=False, ddof=1))
+    return slope, float(math.sqrt(max(float(g @ cov @ g), 0.0) / n))

@@ -1,6 +1,6 @@
 """The test error at T = 2 by a tensor Gauss–Hermite rule in the two logit differences (docs/se-accuracy.md):
 what the refined state evolution reports at each scramble's ``(q, m)`` instead of the channel's own
-quadrature of it."""
+quadrature of it; its minimum over matrices, the test error of infinite data."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from attnlab.core.validation import check_int, check_real
 from attnlab.highdim.channel_nodes import hermite
 from attnlab.highdim.setting import Setting
 
-__all__ = ["two_token_gradient", "two_token_test_error"]
+__all__ = ["infinite_sample_limit", "two_token_gradient", "two_token_test_error"]
 
 
 def two_token_test_error(
@@ -52,6 +52,30 @@ def two_token_gradient(
     F_yy = 2 * b1 * b1 * (dY * dY - (sX - sY) * dY * (1 - 2 * sY))
     F_xy = -2 * b0 * b1 * dX * dY
     return float(6 * (W * F_yy).sum()), float(12 * (W * F_xy).sum())
+
+
+def infinite_sample_limit(setting: Setting, n: int = 256, *, q0: float | None = None) -> tuple[float, float]:
+    """The test error of infinite data at T = 2 read through Gaussian logits: ``(c*, e∞)`` with
+    ``e∞ = min_c e_G(c² Q0, c Q0)``, the error of ``c* S0``.
+
+    The read-out depends on a matrix through ``(q, m)`` alone, with ``m² <= q Q0``; the minimum lies on
+    ``m² = q Q0``, a multiple of the target (a part orthogonal to ``S0`` adds logits independent of the
+    labels; a search over both parameters ends there, tests/highdim/test_large_sample_limit.py). With label
+    noise inside the logistic the target is not the best predictor of the noisy labels
+    (``E[σ(ζ)|z0] ≠ σ(z0)``): ``c* < 1`` and ``e∞`` below the target's own error; without noise ``c* = 1``
+    and ``e∞ = 0``. The minimisation is bounded on ``c ∈ [0, 2]`` to 1e-10.
+    """
+    from scipy.optimize import minimize_scalar
+
+    check_int("n", n, min=2)
+    q0 = setting.q0 if q0 is None else check_real("q0", q0, min=0.0, min_open=True)
+    r = minimize_scalar(
+        lambda c: two_token_test_error(setting, c * c * q0, c * q0, n, q0=q0),
+        bounds=(0.0, 2.0),
+        method="bounded",
+        options={"xatol": 1e-10},
+    )
+    return float(r.x), float(r.fun)
 
 
 def _rule(
