@@ -13,6 +13,8 @@ IDS = {
     "highdim.error-coefficients",
     "highdim.emergence",
     "highdim.scaling-law",
+    "highdim.variance-rate",
+    "highdim.bias-rate",
     "highdim.seq2seq",
     "highdim.tokens",
     "highdim.temperature",
@@ -35,8 +37,9 @@ def test_registry():
         # every claim can fail: predictions to perturb or a negative control
         assert c.predictions or any(k.expect == "fails" for k in c.controls.values()), c.id
     from attnlab.report.figures.highdim import FIGURES
+    from attnlab.report.figures.highdim_rates import FIGURES as RATES
 
-    assert set(FIGURES) == IDS
+    assert set(FIGURES) | set(RATES) == IDS and not set(FIGURES) & set(RATES)
 
 
 def _claim(cid):

@@ -1,9 +1,9 @@
 """Figures of the claims, one module per area, drawn from stored rows only.
 
-Each area module (``ensemble``, ``flow``, ``highdim``, ``models``, ``training``) exports ``FIGURES``:
-a mapping claim id -> ``fn(rows) -> {name: matplotlib Figure}``. Figures read the stored metrics and
-arrays of a run's rows; they never import claim code and never recompute. Further modules (a user's
-own claims, test claims) are added with ``ATTNLAB_EXTRA_FIGURES`` (comma-separated module names).
+Each area module (``ensemble``, ``flow``, ``highdim``, ``highdim_rates``, ``models``, ``training``) exports
+``FIGURES``: a mapping claim id -> ``fn(rows) -> {name: matplotlib Figure}``. Figures read the stored
+metrics and arrays of a run's rows; they never import claim code and never recompute. Further modules (a
+user's own claims, test claims) are added with ``ATTNLAB_EXTRA_FIGURES`` (comma-separated module names).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ AREA_FIGURE_MODULES = (
     "attnlab.report.figures.ensemble",
     "attnlab.report.figures.flow",
     "attnlab.report.figures.highdim",
+    "attnlab.report.figures.highdim_rates",
     "attnlab.report.figures.models",
     "attnlab.report.figures.training",
 )
