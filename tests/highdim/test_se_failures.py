@@ -6,6 +6,7 @@ The rules are in docs/se-accuracy.md ("Failed steps and failed warm starts").
 import math
 
 import numpy as np
+import pytest
 
 import attnlab.highdim.refine as refine_mod
 from attnlab.highdim import OutputChannel, Setting, state_evolution
@@ -129,3 +130,25 @@ def test_a_point_that_is_not_finite_is_never_converged():
     with np.errstate(all="ignore"):
         bad = finish(*args, -ok.q_hat, ok.m_hat, ok.sigma_hat, 1, True, 0.0)
     assert not math.isfinite(bad.train_loss) and not bad.converged
+
+
+def test_a_penalty_that_switches_every_direction_off_is_an_unconverged_point_not_a_crash():
+    # λ̃ = 51.2 at α = 8 on a d = 30 power law without noise: the penalty thresholds the whole spectrum, the
+    # iterate runs to q, m → 0 with hats that leave the prior equations' domain (Σ̂ or m̂ = 0), which used to
+    # raise ZeroDivisionError out of state_evolution
+    from attnlab.highdim import power_law_spectrum
+    from attnlab.highdim.fixed_point import prior_equations
+    from attnlab.highdim.two_token import two_token_test_error
+
+    s = Setting(noise=0.0, lam=51.2, target=power_law_spectrum(30, 1.0))
+    fp = state_evolution(s, 8.0, channel=OutputChannel(s, 1024, fold=True))
+    assert not fp.converged and fp.rank_fraction == 0.0 and fp.q < 1e-6 and abs(fp.m) < 1e-6
+    # its test error is the zero matrix's, by the Gaussian two-token rule (1e-4: the 1024-node quadrature)
+    assert abs(fp.test_error - two_token_test_error(s, 0.0, 0.0)) < 1e-4
+    for mh in (0.0, -1.0, math.nan):
+        with pytest.raises(ValueError, match="m_hat"):
+            prior_equations(s, 1.0, mh, 1.0)
+    # a point with hats outside the domain is reported with those fields nan, never converged
+    ch = OutputChannel(s, 512, fold=True)
+    fp = finish(s, ch, 8.0, 1e-9, 1e-9, 1e-9, 0.0, 0.0, 0.0, 3, True, 0.0)
+    assert not fp.converged and math.isnan(fp.train_loss) and math.isnan(fp.delta) and math.isnan(fp.eta)

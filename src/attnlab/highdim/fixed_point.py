@@ -126,7 +126,13 @@ class Stability:
 def prior_equations(
     setting: Setting, qh: float, mh: float, sh: float
 ) -> tuple[float, float, float, JValue, float]:
-    """Matrix-denoising (prior) equations: ``(q, m, Σ)`` from the hats; returns also J and (δ, ε, η)."""
+    """Matrix-denoising (prior) equations: ``(q, m, Σ)`` from the hats; returns also J and (δ, ε, η).
+
+    ``m̂ <= 0`` is outside their domain (a ValueError, which the solvers treat as a failed step): it is where
+    the penalty switches every direction off and the estimator collapses to zero, a point the equations in
+    ``(δ, ε)`` cannot represent."""
+    if not mh > 0:
+        raise ValueError(f"m_hat: expected a positive hat, got {mh!r} (the estimator collapses to zero)")
     delta = math.sqrt(max(qh, 1e-300)) / mh
     eps = 2 * setting.lam / mh
     eta = mh / sh
@@ -209,14 +215,19 @@ def finish(
     exactly these values (else recomputed)."""
     if EM is None:
         _, _, _, EM = ch.hats(q, m, sigma, alpha)
-    delta = math.sqrt(max(qh, 1e-300)) / mh
-    eps = 2 * setting.lam / mh
+    # hats not positive (m̂ or Σ̂ <= 0, where the estimator collapses to zero): outside the prior equations'
+    # domain (prior_equations); reported as a failed, unconverged point with the fields that need them nan
+    inside = mh > 0 and sh > 0
+    delta = math.sqrt(max(qh, 1e-300)) / mh if inside else math.nan
+    eps = 2 * setting.lam / mh if inside else math.nan
+    if jv is None and not inside:
+        jv = JValue(math.nan, math.nan, math.nan, math.nan)
     if jv is None:
         try:
             jv = J_and_derivatives(setting.spectrum, delta, eps)
         except ValueError:  # δ below the convolution's resolution floor: the map failed there
             jv = JValue(math.nan, math.nan, math.nan, math.nan)
-    train = _train_loss(alpha, q, m, sigma, qh, mh, sh, EM, jv)
+    train = _train_loss(alpha, q, m, sigma, qh, mh, sh, EM, jv) if inside else math.nan
     test = ch.test_error(q, m)
     # a point with a field that is not finite is never reported converged (the map failed there)
     finite = all(math.isfinite(v) for v in (q, m, sigma, qh, mh, sh, train, test, jv.mass))
@@ -234,7 +245,7 @@ def finish(
         rank_fraction=jv.mass,
         delta=delta,
         eps=eps,
-        eta=mh / sh,
+        eta=mh / sh if inside else math.nan,
         iterations=it,
         converged=converged and finite,
         max_rel_change=change,
