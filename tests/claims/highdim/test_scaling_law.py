@@ -291,3 +291,17 @@ def test_curve_names_parse_and_a_foreign_name_is_refused():
     assert name_d_lam("g0.75_d800_lam1e-04") == (800, 1e-4)
     with pytest.raises(ValueError, match="name: expected a curve name"):
         name_d_lam("g1.0_d400_tuned")
+
+
+def test_the_full_profile_maps_the_label_noise():
+    # Δ is a knob of the full profile only: at Δ = 0.25 the ERM and the theory at its d fall like about −0.6
+    # over the window (measured −0.58 … −0.62 and −0.614 at γ = 1), so that cell fails and the map depends
+    assert CLAIM.knobs["noise"].values_for("full") == [0.25] and not CLAIM.knobs["noise"].values_for("quick")
+    assert not any(p.cell for p in CLAIM.points("quick"))
+    cell = {"cell": "noise=0.25", "noise": 0.25}
+    rows = _sim(_crossover(-0.5)) + _theory400(_crossover(-0.5))
+    steep = _sim(_crossover(-0.6)) + _theory400(_crossover(-0.6))
+    rows += [Row(r.point_id, {**r.params, **cell}, r.status, r.metrics) for r in steep]
+    v, test, cells = CLAIM.decide_map(rows, "full")
+    assert test.status == "holds" and v.status == "depends"
+    assert {(c.value, c.verdict.status) for c in cells} == {(0.5, "holds"), (0.25, "fails")}

@@ -35,6 +35,10 @@ evolution's at each n/d and over the window, both sides' error of the target its
 direction's share of the logit variance. The exponents agree while the ERM's excess sits 10–35% above the
 theory's at every d measured: a power-law target's logits are not Gaussian (docs/highdim.md C6, "The level").
 
+Knob (full profile only): the label noise, Δ = 0.25 beside the test's 0.5. The statement does not name it,
+and at Δ = 0.25 the ERM and the finite-d theory alike fall faster than the LASSO rate over n/d <= 32 at
+d <= 800 (docs/highdim.md C6), so the full profile's verdict is a map.
+
 Negative control ``flatter_target``: the ERM learns a target with three quarters of the γ
 (``target_gamma_scale = 0.75``) while the prediction stays at γ; the exponent it measures is then
 −1 + 2/(3γ) (−0.33 against −0.5 at γ = 1), so the rule must fail through the same exponent branch. (A
@@ -90,6 +94,7 @@ from attnlab.engine.protocol import (
     Row,
     Verdict,
 )
+from attnlab.engine.verdicts import Knob
 
 __all__ = [
     "CLAIM",
@@ -437,6 +442,11 @@ CLAIM = Claim(
     },
     run=run,
     verdict=verdict,
+    knobs={
+        # the full profile maps the label noise: at Δ = 0.25 the excess falls faster than the LASSO rate over
+        # n/d <= 32 at d <= 800, the ERM and the finite-d theory alike (docs/highdim.md C6, "The open knob Δ")
+        "noise": Knob({"full": [0.25]}, "the statement does not name the label noise"),
+    },
     predictions={"exponent": "the LASSO-rate exponent −1 + 1/(2γ) of the excess test error in n/d"},
     controls={"flatter_target": FLATTER_TARGET},
     parts={
