@@ -175,12 +175,8 @@ def run(point: Point) -> Result:
     )
 
 
-def _slope(x: np.ndarray, y: np.ndarray) -> float:
-    lx = np.log(x)
-    return float(np.polyfit(lx, np.log(y), 1)[0])
-
-
 def _verdict(rows: Sequence[Row], pred: Predict, exponent: float, allow: float) -> Verdict:
+    from attnlab.core.stats import loglog_slope
     from attnlab.highdim.scaling import local_exponents, mean_exponent
 
     good, note = ok_rows(rows)
@@ -218,7 +214,7 @@ def _verdict(rows: Sequence[Row], pred: Predict, exponent: float, allow: float) 
     }
     nums["se_exponent"] = None
     if np.all(se_D > 0):
-        nums["se_exponent"] = _slope(x, se_D)
+        nums["se_exponent"] = loglog_slope(x, se_D)
         nums["se_local_exponents"] = [round(v, 4) for v in local_exponents(x, se_D, 1)]
         nums["erm_over_se_diffs"] = (means / se_D).tolist()
     if np.all(means > 0):
