@@ -53,7 +53,7 @@ REFERENCE: dict[str, dict[str, float]] = {
         "flow.superadditivity-mean": 0.06227,
         "flow.value-perturbation": 1.799,
         "highdim.emergence": 0.4051,
-        "highdim.bias-rate": 4.21,  # fresh store, root seed 0: 18 points, 75.8 CPU-s
+        "highdim.bias-rate": 3.16,  # v2, fresh store, root seed 0: 18 points, 56.9 CPU-s
         "highdim.error-coefficients": 0.9065,  # fresh store, root seed 0: 9 points, 8.2 CPU-s
         "highdim.error-decomposition": 2.557,
         "highdim.factorised-beats-frobenius": 0.6134,
@@ -68,7 +68,7 @@ REFERENCE: dict[str, dict[str, float]] = {
         "highdim.theory-vs-adam": 0.6881,
         "highdim.tokens": 1.328,
         "highdim.training-loss": 0.2643,
-        "highdim.variance-rate": 1.25,  # fresh store, root seed 0: 48 points, 59.8 CPU-s
+        "highdim.variance-rate": 0.954,  # v2, fresh store, root seed 0: 48 points, 45.8 CPU-s
         "highdim.width": 0.7349,
         "models.minilm-diversity": 10.95,
         "models.principal-angles": 4.021,
@@ -102,7 +102,7 @@ REFERENCE: dict[str, dict[str, float]] = {
         "flow.relu-vs-softmax": 0.095,
         "flow.superadditivity-mean": 0.655,
         "highdim.emergence": 2.115,
-        "highdim.bias-rate": 10.8,  # its whole full profile, root seed 0: 36 points, 388 CPU-s
+        "highdim.bias-rate": 8.12,  # v2, its whole full profile, root seed 0: 36 points, 292 CPU-s
         "highdim.error-coefficients": 4.76,  # v2, its whole full profile, root seed 0: 96 points, 465 CPU-s
         "highdim.error-decomposition": 5.885,
         "highdim.factorised-beats-frobenius": 7,
@@ -117,7 +117,7 @@ REFERENCE: dict[str, dict[str, float]] = {
         "highdim.theory-vs-adam": 0.88,
         "highdim.tokens": 0.51,
         "highdim.training-loss": 4.77,
-        "highdim.variance-rate": 2.56,  # its whole full profile, root seed 0: 144 points, 368 CPU-s
+        "highdim.variance-rate": 2.15,  # v2, its whole full profile, root seed 0: 144 points, 309 CPU-s
         "highdim.width": 1.085,
         "models.minilm-diversity": 11.6,
         "models.principal-angles": 5.65,

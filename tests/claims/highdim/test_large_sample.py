@@ -98,6 +98,27 @@ def test_the_other_law_s_data_fail_through_the_same_branch(claim, p_test, p_ctrl
     assert got["got"] == "fails" and got["as_designed"] and got["same_branch"] and got["branch"] == "exponent"
 
 
+def test_the_theory_rides_on_replicate_zero_only():
+    # the state evolution is stored on replicate 0's row alone: the verdict reads it from that row wherever
+    # it stands among the rows, and decides the same as with the theory on every row
+    full = VARIANCE.decide(_rows(p=1.0, p_se=1.02))
+    rows = _rows(p=1.0, p_se=1.02)
+    for r in rows[1:]:
+        r.metrics.update(se_test_errors=None, se_e0=None, se_converged=None)
+    v = VARIANCE.decide(rows)
+    assert v.status == full.status == "holds" and v.numbers == full.numbers and v.parts == full.parts
+    v = VARIANCE.decide(rows[::-1])  # the same sums in another order: equal to rounding
+    assert v.status == "holds" and v.parts == full.parts
+    for k in ("exponent", "se", "se_exponent", "se_excess_over_e0", "tolerance"):
+        assert v.numbers[k] == pytest.approx(full.numbers[k], rel=1e-12, abs=1e-15), k
+    # replicate 0's point failed: the simulation still decides, the state evolution's part is absent
+    v = VARIANCE.decide(rows[1:])
+    # (seven seeds: their mean fall is the law times one constant, the slope the same)
+    assert v.status == "holds" and v.numbers["exponent"] == pytest.approx(full.numbers["exponent"], rel=1e-12)
+    assert v.numbers["se_exponent"] is None and v.numbers["se_excess_over_e0"] is None and not v.parts
+    assert FIGURES[VARIANCE.id](rows[1:])["rates"].axes[0].lines  # the simulated falls, no theory line
+
+
 def test_undecided_outside_the_regime_or_with_few_seeds():
     v = VARIANCE.decide(_rows(alpha0=2.0))
     assert v.status == "inconclusive" and "alpha0 >= 4" in v.regime
@@ -122,6 +143,21 @@ def test_real_point(claim):
     # the state evolution's error falls along the ladder; at Δ = 0 the target's own error is exactly zero
     se = np.array(m["se_test_errors"])
     assert np.all(np.diff(se) < 0)
+    # the ladder's rungs are warm-started from the one below: the top rung solved cold is the same fixed
+    # point (the solver stops within 1e-6 of it in the order parameters; the error at the top rung is small
+    # but smooth in them, 1e-5 relative leaves room for both solves' stopping errors)
+    from attnlab.claims.highdim._common import setting
+    from attnlab.highdim import OutputChannel, power_law_spectrum, state_evolution
+    from attnlab.highdim.channel_nodes import default_fold
+
+    s = setting(p.p, target=power_law_spectrum(p.p.d, p.p.gamma))
+    cold = state_evolution(s, m["alphas"][-1], channel=OutputChannel(s, p.p.nodes, fold=default_fold(s)))
+    assert cold.test_error == pytest.approx(m["se_test_errors"][-1], rel=1e-5)
+    # the other replicates carry no theory; their simulation is the same computation on their own seed
+    pts = claim.points("quick", overrides=ov)
+    p1 = next(q for q in pts if not q.control and not q.cell and q["rep"] == 1)
+    m1 = claim.run(p1).metrics
+    assert m1["se_test_errors"] is None and m1["se_e0"] is None and len(m1["test_errors"]) == 4
     if claim is BIAS:
         assert m["e0"] == 0.0 and min(m["test_errors"]) > 0
         # without noise the ERM's error is the shrinkage alone: at d = 8 within a factor 2 of the theory's
