@@ -93,6 +93,19 @@ def test_large_d_estimate_by_hand():
     s = np.sqrt((0.02 + 0.0 + 0.005) / 6)
     assert pooled["ses"] == pytest.approx([s / np.sqrt(3)] * 3, rel=1e-12)
     assert "no spread" in large_d_estimate(per)["why"]
+    # another order of the finite-size correction: seed means 1 + 50/d² are fitted exactly along a + b/d²
+    # (se from A = [1, 1/d²]) and not along a + b/d, whose line through the same means misses d → ∞
+    per = {d: [1 + 50 / d**2 - 0.1, 1 + 50 / d**2, 1 + 50 / d**2 + 0.1] for d in (10, 20, 40)}
+    sq = large_d_estimate(per, correction=2)
+    A2 = np.array([[1, 1 / 100], [1, 1 / 400], [1, 1 / 1600]])
+    assert sq["estimate"] == pytest.approx(1.0, rel=1e-12) and sq["chi2"] == pytest.approx(0, abs=1e-18)
+    assert sq["se"] == pytest.approx(se * np.sqrt(np.linalg.inv(A2.T @ A2)[0, 0]), rel=1e-12)
+    assert large_d_estimate(per)["estimate"] < 0.97 and large_d_estimate(per)["chi2"] > 0
+    per[20] = [v + 10 * se for v in per[20]]
+    assert "a + b/d^2" in large_d_estimate(per, correction=2)["why"]
+    for bad in (0, -1, float("nan")):
+        with pytest.raises(ValueError, match="correction"):
+            large_d_estimate(per, correction=bad)
 
 
 def test_state_evolution_onset_is_a_numerics_part():

@@ -6,6 +6,7 @@ refuted trend left inconclusive, and one real point."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from attnlab.claims.highdim import CLAIMS
 from attnlab.claims.highdim._common import large_d_estimate
@@ -23,38 +24,84 @@ SPREAD = (-0.01, 0.0, 0.01)  # the ERM's gain per seed: 1% below, at and above i
 DS = (30, 40, 60)
 
 
-def _rows(ks=(1, 2, 3), sim_step=0.01, control="", draws_spread=1e-4, seeds=3, ds=DS, short=0.0):
+def _rows(
+    ks=(1, 2, 3), sim_step=0.01, control="", draws_spread=1e-4, seeds=3, ds=DS, short=0.0, edge_short=None
+):
     """ERM gain ``sim_step (1 − short·40/d)`` per outlier against the theory's 0.01: a ratio
-    ``1 − 40 short/d`` (a 1/d shortfall vanishing at large d), times ``1 + SPREAD[seed]``."""
+    ``1 − 40 short/d`` (a 1/d shortfall vanishing at large d), times ``1 + SPREAD[seed]``; ``edge_short``
+    gives α = 0.06 a shortfall of its own."""
     rows = []
     for d in ds:
         for a, k in zip((0.06, 0.15, 0.4), ks):
+            sh = edge_short if (edge_short is not None and a == 0.06) else short
             # eight theory draws whose gains spread by about ``draws_spread``
             draws = np.array([_errors(k, 0.01 + draws_spread * (i - 3.5) / max(k, 1)) for i in range(8)])
             m = {"k": k, "outliers_sim": k, "test_error_theory": 0.2, "test_error_sim": 0.21}
             for rep in range(seeds):
                 params = {"alpha": a, "d": d, "rep": rep} | ({"control": control} if control else {})
-                step = sim_step * (1 - short * 40 / d) * (1 + SPREAD[rep])
+                step = sim_step * (1 - sh * 40 / d) * (1 + SPREAD[rep])
                 arrays = {"e_sim": _errors(k, step), "e_theory_draws": draws}
                 rows.append(Row("x", params, "ok", m, None, 0.0, arrays))
     return rows
 
 
-def _band(short=0.0, sim_step=0.01):
+def _band(short=0.0, sim_step=0.01, correction=1.0):
     # the extrapolation of the seeds' ratios by hand: the draws' mean gain per outlier is 0.01 exactly
     per = {d: [sim_step / 0.01 * (1 - short * 40 / d) * (1 + e) for e in SPREAD] for d in DS}
-    return large_d_estimate(per, pooled=True)
+    return large_d_estimate(per, pooled=True, correction=correction)
 
 
 def test_holds_when_each_outlier_lowers_the_error_by_the_predicted_gain():
-    v = CLAIM.decide(_rows(short=0.1))
+    v = CLAIM.decide(_rows(short=0.01))
     assert v.status == "holds" and v.numbers["falls_sim"] and v.numbers["alphas_tested"] == 3
     assert v.branch == "gain ratio" and v.numbers["seeds"] == 3 and v.numbers["ds"] == list(DS)
-    # a 1/d shortfall (10% at d = 40): the extrapolation removes it; the band is 2 se(a) from the seeds alone
-    est = _band(short=0.1)
+    # a 1/d shortfall (1% at d = 40): the extrapolation removes it; the band is 2 se(a) from the seeds alone
+    est = _band(short=0.01)
     assert abs(est["estimate"] - 1) < 0.004 and abs(v.numbers["gain_ratio_a0.4"] - est["estimate"]) < 1e-12
-    assert abs(v.band - 2 * est["se"]) < 1e-12 and v.numbers["gain_ratio_a0.4_d40"] < 0.92
+    assert abs(v.band - 2 * est["se"]) < 1e-12 and v.numbers["gain_ratio_a0.4_d40"] < 0.992
+    # every α decided alike along a + b/d^p for p = 1/2, 1, 2: each form's a within its 2 se of 1
+    assert v.numbers["alphas_decided"] == [0.06, 0.15, 0.4] and v.numbers["form_dependent_alphas"] == []
+    for p, (a, se, _) in v.numbers["gain_ratio_forms_a0.4"].items():
+        ref = _band(short=0.01, correction=float(p))
+        assert a == pytest.approx(ref["estimate"], rel=1e-12) and se == pytest.approx(ref["se"], rel=1e-12)
+        assert abs(a - 1) <= 2 * se
     assert FIGURES[CLAIM.id](_rows() + _rows(control="scrambled", sim_step=-0.01))
+
+
+def test_a_large_d_value_that_moves_with_the_finite_size_form_is_a_map_not_a_verdict():
+    # a 10% shortfall at d = 40 taken to d → ∞ from d = 30-60: 1.095 along a + b/√d, 1.000 along a + b/d and
+    # 0.953 along a + b/d² (1% seed spread: se 0.022, 0.011, 0.007), none refuted by its χ², so whether the
+    # gain matches depends on the form assumed: form-dependent at every α, no α decided, inconclusive
+    forms = {p: _band(short=0.1, correction=p) for p in (0.5, 1.0, 2.0)}
+    assert [round(f["estimate"], 3) for f in forms.values()] == [1.095, 1.0, 0.953]
+    assert not any(f["refuted"] for f in forms.values())
+    v = CLAIM.decide(_rows(short=0.1))
+    assert v.status == "inconclusive" and "finite-size form" in v.regime
+    assert v.numbers["form_dependent_alphas"] == [0.06, 0.15, 0.4] and v.numbers["alphas_decided"] == []
+    # only the edge α so: the other two decide, the edge is reported with each form's a and se
+    v = CLAIM.decide(_rows(edge_short=0.1))
+    assert v.status == "holds" and v.numbers["form_dependent_alphas"] == [0.06]
+    assert v.numbers["alphas_decided"] == [0.15, 0.4] and v.band == pytest.approx(
+        2 * _band()["se"], rel=1e-12
+    )
+    assert v.numbers["gain_ratio_forms_a0.06"]["2"][0] == pytest.approx(forms[2.0]["estimate"], rel=1e-12)
+    # a gain off at every d by four bands of the widest form fails through the gain ratio, whatever the edge
+    b = 2 * _band(correction=0.5)["se"]
+    rows = [r for r in _rows(sim_step=0.01 * (1 + 4 * b), edge_short=0.1) if r.params["alpha"] != 0.06]
+    rows += [r for r in _rows(edge_short=0.1) if r.params["alpha"] == 0.06]
+    v = CLAIM.decide(rows)
+    assert v.status == "fails" and v.branch == "gain ratio" and v.numbers["form_dependent_alphas"] == [0.06]
+
+
+def test_a_form_the_seeds_refute_is_not_compared(monkeypatch):
+    # the same 10% shortfall at d = 40 with a seed spread of 0.01% instead of 1%: the seeds follow a + b/d
+    # (χ² 0) and refute a + b/√d and a + b/d² (χ² far above the limit), so only a + b/d is compared and every
+    # α is decided: holds
+    monkeypatch.setitem(globals(), "SPREAD", (-1e-4, 0.0, 1e-4))  # _rows and _band read it from here
+    assert all(_band(short=0.1, correction=p)["refuted"] for p in (0.5, 2.0))
+    v = CLAIM.decide(_rows(short=0.1))
+    assert v.status == "holds" and v.numbers["alphas_decided"] == [0.06, 0.15, 0.4]
+    assert v.numbers["form_dependent_alphas"] == []
 
 
 def test_fails_when_outliers_do_not_help_or_the_gain_is_off():
@@ -93,10 +140,15 @@ def test_the_gain_prediction_flips_it_and_the_control_fails_through_the_same_bra
     pw = resolving_power(CLAIM, rows)
     # the ratio sits at 1 with a band 2 se(a): a prediction moved by ε moves it to 1/(1 ± ε), so the first ε
     # whose shift exceeds the band flips, either way
-    band = 2 * _band()["se"]
+    # (the first form to leave it is a + b/d², the narrowest: the α are then form-dependent, the verdict no
+    # longer holds; past the widest form's band, a + b/√d, every form fails and so does the verdict)
+    band = 2 * _band(correction=2.0)["se"]
     eps = (0.01, 0.02, 0.05, 0.10, 0.25, 0.50)
     assert pw.flips["gain"]["+"] == min(e for e in eps if 1 - 1 / (1 + e) > band)
     assert pw.flips["gain"]["-"] == min(e for e in eps if 1 / (1 - e) - 1 > band)
+    wide = 2 * _band(correction=0.5)["se"]
+    e = min(e for e in eps if 1 - 1 / (1 + e) > wide)
+    assert CLAIM.decide(rows, lambda name, x: x * (1 + e)).status == "fails"
     # the scrambled control: its error rises, its gain ratio is negative: it fails through the gain ratio
     c = pw.controls["scrambled"]
     assert c["got"] == "fails" and c["as_designed"] and c["same_branch"]

@@ -9,6 +9,7 @@ quadrature and small batched Newton solves) and the thresholds stay on CPU: theo
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, TypeVar
@@ -180,7 +181,10 @@ MIN_SIZES = 3  # sizes of d that test a + b/d (two determine it exactly)
 
 
 def large_d_estimate(
-    per_d: dict[int, Sequence[float]], pooled: bool = False, spread_power: float = 0.0
+    per_d: dict[int, Sequence[float]],
+    pooled: bool = False,
+    spread_power: float = 0.0,
+    correction: float = 1.0,
 ) -> dict[str, Any]:
     """The d → ∞ value of a quantity measured per seed at several d, with its standard error.
 
@@ -192,8 +196,9 @@ def large_d_estimate(
     :data:`MIN_SIZES` sizes the weighted least-squares fit ``a + b/d`` (weights the inverse squared standard
     errors; the O(1/d) finite-size correction) gives ``estimate = a`` and ``se`` = a's standard error from the
     fit's covariance ``(AᵀWA)⁻¹``, and its χ² (``len(per_d) − 2`` degrees of freedom) tests that trend:
-    ``refuted`` when it exceeds the :data:`TREND_QUANTILE` quantile. With fewer sizes, or a size with no
-    spread between seeds, ``estimate`` is NaN and ``why`` says what is missing.
+    ``refuted`` when it exceeds the :data:`TREND_QUANTILE` quantile. ``correction`` p fits ``a + b/d^p``
+    instead (a finite-size correction of another order; 1, the default, is the O(1/d) one). With fewer
+    sizes, or a size with no spread between seeds, ``estimate`` is NaN and ``why`` says what is missing.
     """
     from scipy.stats import chi2
 
@@ -233,7 +238,9 @@ def large_d_estimate(
     x = np.array(ds, dtype=float)
     m = np.array([means[d] for d in ds])
     w = 1 / np.array([ses[d] for d in ds]) ** 2
-    A = np.stack([np.ones_like(x), 1 / x], axis=1)  # (k, 2)
+    if not (math.isfinite(correction) and correction > 0):
+        raise ValueError(f"correction: expected a positive power of 1/d, got {correction!r}")
+    A = np.stack([np.ones_like(x), x**-correction], axis=1)  # (k, 2)
     cov = np.linalg.inv(A.T @ (w[:, None] * A))  # (2, 2)
     coef = cov @ (A.T @ (w * m))
     c2 = float(np.sum(w * (m - A @ coef) ** 2))
@@ -247,7 +254,8 @@ def large_d_estimate(
         refuted=c2 > limit,
     )
     if c2 > limit:
-        out["why"] = f"the seed means do not follow a + b/d (χ² {c2:.1f} > {limit:.1f})"
+        form = "a + b/d" if correction == 1 else f"a + b/d^{correction:g}"
+        out["why"] = f"the seed means do not follow {form} (χ² {c2:.1f} > {limit:.1f})"
     return out
 
 
