@@ -101,10 +101,10 @@ REFERENCE: dict[str, dict[str, float]] = {
         "flow.relu-late": 0.09,
         "flow.relu-vs-softmax": 0.095,
         "flow.superadditivity-mean": 0.655,
-        "highdim.emergence": 2.115,
+        "highdim.emergence": 0.577,  # its whole full profile: 126 points, 72.7 CPU-s
         "highdim.bias-rate": 8.12,  # v2, its whole full profile, root seed 0: 36 points, 292 CPU-s
         "highdim.error-coefficients": 4.76,  # v2, its whole full profile, root seed 0: 96 points, 465 CPU-s
-        "highdim.error-decomposition": 5.885,
+        "highdim.error-decomposition": 2.89,  # its whole full profile: 28 points, 81.0 CPU-s
         "highdim.factorised-beats-frobenius": 7,
         "highdim.interpolation-threshold": 0.695,
         "highdim.nuclear-norm": 3.37,
