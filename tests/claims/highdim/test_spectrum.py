@@ -15,7 +15,9 @@ D = 200
 CUT = 2 / (D * 0.65)  # the resolution cut of a law uniform on [0, 2] holding 0.65 of the mass
 
 
-def _rows(seeds=3, atom=0.35, law_scale=1.0, split=2, slow=0, pred_atom=0.35, control=""):
+def _rows(
+    seeds=3, atom=0.35, law_scale=1.0, split=2, slow=0, pred_atom=0.35, control="", alpha=0.1, theory=True
+):
     # an atom of round(atom·d) zeros (± one eigenvalue between seeds), ``slow`` of them left at 5e-3
     # (inside the cut, as a slowly converging optimiser leaves them), the rest drawn from
     # uniform(0, 2·law_scale); the predicted law is an atom of ``pred_atom`` and uniform(0, 2) for the rest
@@ -29,10 +31,38 @@ def _rows(seeds=3, atom=0.35, law_scale=1.0, split=2, slow=0, pred_atom=0.35, co
         ev = np.sort(np.concatenate([zeros, rng.uniform(0, 2 * law_scale, D - k)]))
         m = {"atom_theory": pred_atom, "cut": CUT, "pieces": 1}
         arrays = {"eigenvalues": ev, "pred_x": x, "pred_density": np.full_like(x, (1 - pred_atom) / 2)}
-        params = {"side": "simulation", "d": D, "alpha": 0.1, "rep": rep} | extra
+        params = {"side": "simulation", "d": D, "alpha": alpha, "rep": rep} | extra
         rows.append(Row("x", params, "ok", m, None, 0.0, arrays))
-    rows.append(Row("x", {"side": "theory", "alpha": 40.0, "rep": 0} | extra, "ok", {"pieces": split}))
+    if theory:
+        rows.append(Row("x", {"side": "theory", "alpha": 40.0, "rep": 0} | extra, "ok", {"pieces": split}))
     return rows
+
+
+def test_each_alpha_is_held_against_its_own_prediction():
+    # the full profile simulates three α: each is checked on its own seeds against its own law (pooling them
+    # would mix atoms of 0.35 and 0.2 into one fraction, whose spread between seeds inflated the atom's
+    # tolerance to 0.11 and the law's to 0.37 on the stored full rows)
+    rows = _rows() + _rows(alpha=0.5, atom=0.2, pred_atom=0.2, theory=False)
+    v = CLAIM.decide(rows)
+    assert v.status == "holds" and v.numbers["alpha"] == 0.1 and v.numbers["seeds"] == 3
+    one = CLAIM.decide(_rows()).numbers
+    for k in ("atom_gap", "atom_tol", "ks_max", "ks_tol"):
+        assert v.numbers[k] == one[k] == v.numbers[f"{k}_a0.1"]
+    assert v.numbers["atom_tol_a0.5"] < 0.02 and v.numbers["ks_tol_a0.5"] < 0.2
+    assert abs(v.numbers["cdf_cut_theory_a0.5"] - (0.2 + 0.8 * CUT / 2)) < 1e-12
+    # the second α's atom off its prediction fails the claim through the atom, the first α unchanged
+    bad = _rows() + _rows(alpha=0.5, atom=0.25, pred_atom=0.2, theory=False)
+    v = CLAIM.decide(bad)
+    assert (
+        v.status == "fails" and v.branch == "atom" and v.numbers["atom_gap_a0.5"] > v.numbers["atom_tol_a0.5"]
+    )
+    assert v.numbers["atom_gap_a0.1"] <= v.numbers["atom_tol_a0.1"]
+    # the figure's histogram is the test's α alone: its three seeds, not the six pooled
+    ax = FIGURES[CLAIM.id](rows)["spectrum"].axes[0]
+    assert "3 seed(s)" in ax.get_legend_handles_labels()[1][0] and "α = 0.1" in ax.get_title()
+    # one seed at an α: its tolerance cannot be measured
+    thin = _rows() + _rows(alpha=0.5, seeds=1, theory=False)
+    assert CLAIM.decide(thin).status == "inconclusive"
 
 
 def test_holds_on_draws_from_the_predicted_law_and_reports_the_split():
