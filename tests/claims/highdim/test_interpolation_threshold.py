@@ -106,6 +106,8 @@ def test_large_d_estimate_by_hand():
     for bad in (0, -1, float("nan")):
         with pytest.raises(ValueError, match="correction"):
             large_d_estimate(per, correction=bad)
+        with pytest.raises(ValueError, match="correction"):  # refused before the data are looked at
+            large_d_estimate({10: [1.0, 2.0]}, correction=bad)
 
 
 def test_state_evolution_onset_is_a_numerics_part():

@@ -202,6 +202,8 @@ def large_d_estimate(
     """
     from scipy.stats import chi2
 
+    if not (math.isfinite(correction) and correction > 0):
+        raise ValueError(f"correction: expected a positive power of 1/d, got {correction!r}")
     ds = sorted(per_d)
     means = {d: float(np.mean(per_d[d])) for d in ds}
     ses = {
@@ -238,8 +240,6 @@ def large_d_estimate(
     x = np.array(ds, dtype=float)
     m = np.array([means[d] for d in ds])
     w = 1 / np.array([ses[d] for d in ds]) ** 2
-    if not (math.isfinite(correction) and correction > 0):
-        raise ValueError(f"correction: expected a positive power of 1/d, got {correction!r}")
     A = np.stack([np.ones_like(x), x**-correction], axis=1)  # (k, 2)
     cov = np.linalg.inv(A.T @ (w[:, None] * A))  # (2, 2)
     coef = cov @ (A.T @ (w * m))

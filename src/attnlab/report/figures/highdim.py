@@ -90,7 +90,8 @@ def spectrum(rows: Sequence[Row]) -> dict[str, Any]:
     sims = [
         r for r in good if "eigenvalues" in r.arrays and r.params.get("side", "simulation") == "simulation"
     ]
-    sims = [r for r in sims if r.params["alpha"] == min(q.params["alpha"] for q in sims)]  # the test's α
+    test_alpha = min((r.params["alpha"] for r in sims), default=None)  # the smallest α is the test's
+    sims = [r for r in sims if r.params["alpha"] == test_alpha]
     splits = [r for r in good if "eigenvalues" in r.arrays and r.params.get("side") == "split"]
     gap = bool(splits) and splits[0].metrics.get("pieces", 1) >= 2
     fig, axes = new_figure(1, 3 if gap else 2)
