@@ -32,8 +32,8 @@ def _curve(exit_alpha: float, shift: float = 1.0, noise: float = 0.0, rng=None) 
     return np.clip(e + (noise * rng.standard_normal(e.size) if noise else 0), 0, 1.2)
 
 
-def _rows(theory_shift=1.0, sim_shift=1.0, learned=True, control=""):
-    rng = np.random.default_rng(0)
+def _rows(theory_shift=1.0, sim_shift=1.0, learned=True, control="", rep=0):
+    rng = np.random.default_rng(rep)
     exits = [(0.5 / s) ** 2 for s in S_MODES]
     draws = np.stack(  # (draws, α, modes)
         [np.stack([_curve(x, theory_shift, 0.03, rng) for x in exits], axis=1) for _ in range(8)]
@@ -49,7 +49,7 @@ def _rows(theory_shift=1.0, sim_shift=1.0, learned=True, control=""):
             "s_modes": np.array(S_MODES),
             "eigenvalues": np.zeros(3),
         }
-        params = {"alpha": a, "d": 40, "rep": 0} | ({"control": control} if control else {})
+        params = {"alpha": a, "d": 40, "rep": rep} | ({"control": control} if control else {})
         rows.append(Row("x", params, "ok", m, None, 0.0, arrays))
     return rows
 
@@ -63,6 +63,24 @@ def test_drops_after_the_exits_hold_and_early_drops_fail():
     assert v.status == "fails" and v.branch == "share"
     assert CLAIM.decide(_rows()).branch == "share"
     assert FIGURES[CLAIM.id](_rows())["emergence"].axes[0].get_ylabel()
+
+
+def test_the_tolerance_is_one_matrix_spread_not_the_seed_mean_of_the_draws():
+    # four replicates with independent draws: the tolerance is 2 × the spread of one draw's share (of one
+    # seed) × √(1/seeds + 1/(seeds·draws)); the spread of draws averaged over the seeds is about half that
+    rows = [r for rep in range(4) for r in _rows(rep=rep)]
+    v = CLAIM.decide(rows)
+    out = v.numbers["alpha_out_2"]
+    by_rep = {
+        rep: np.stack([r.arrays["mode_errors_draws"] for r in rows if r.params["rep"] == rep])
+        for rep in range(4)
+    }
+    single = [share_after(list(ALPHAS), m[:, i, 1], out) for m in by_rep.values() for i in range(8)]
+    want = 2 * np.std(single, ddof=1) * math.sqrt(1 / 4 + 1 / 32)
+    assert v.numbers["share_tol_2"] == pytest.approx(want, rel=1e-12)
+    mean = np.mean(list(by_rep.values()), axis=0)
+    averaged = [share_after(list(ALPHAS), mean[:, i, 1], out) for i in range(8)]
+    assert np.std(averaged, ddof=1) < 0.75 * np.std(single, ddof=1)
 
 
 def test_modes_the_theory_learns_inside_the_bulk_are_inconclusive():
