@@ -58,7 +58,7 @@ REFERENCE: dict[str, dict[str, float]] = {
         "highdim.error-decomposition": 2.557,
         "highdim.factorised-beats-frobenius": 0.6134,
         "highdim.interpolation-threshold": 0.6131,
-        "highdim.nuclear-norm": 0.6686,
+        "highdim.nuclear-norm": 2.823,  # v4 (four initialisations), root seeds 0-3: 12 points, 33.9 CPU-s
         "highdim.outliers-generalisation": 0.2134,  # v6 (20 seeds at α = 0.06): 156 points, 33.3 CPU-s
         "highdim.perfect-recovery": 0.3108,
         "highdim.scaling-law": 2.217,
@@ -104,10 +104,10 @@ REFERENCE: dict[str, dict[str, float]] = {
         "highdim.emergence": 0.577,  # its whole full profile: 126 points, 72.7 CPU-s
         "highdim.bias-rate": 8.12,  # v2, its whole full profile, root seed 0: 36 points, 292 CPU-s
         "highdim.error-coefficients": 4.76,  # v2, its whole full profile, root seed 0: 96 points, 465 CPU-s
-        "highdim.error-decomposition": 2.89,  # its whole full profile: 28 points, 81.0 CPU-s
+        "highdim.error-decomposition": 2.337,  # 8 seeds, root seeds 0-2: 168 points, 392.6 CPU-s
         "highdim.factorised-beats-frobenius": 7,
         "highdim.interpolation-threshold": 0.695,
-        "highdim.nuclear-norm": 3.37,
+        "highdim.nuclear-norm": 2.379,  # v4 (eight initialisations), root seeds 0-2: 144 points, 342.5 CPU-s
         "highdim.outliers-generalisation": 1.052,  # its whole full profile: 144 points, 151.5 CPU-s
         "highdim.perfect-recovery": 0.65,
         "highdim.scaling-law": 11.95,  # v10: 4,504 CPU-s over 348 points, plus 15 at d = 400 (1 CPU-s each)
@@ -115,7 +115,7 @@ REFERENCE: dict[str, dict[str, float]] = {
         "highdim.spectrum": 15.8,  # v8: 30 points at 12.93, six split ones at d = 100 (28 CPU-s)
         "highdim.temperature": 8.52,
         "highdim.theory-vs-adam": 0.88,
-        "highdim.tokens": 0.51,
+        "highdim.tokens": 0.305,  # 15 seeds, root seeds 0-2: 384 points, 117.2 CPU-s
         "highdim.training-loss": 4.77,
         "highdim.variance-rate": 2.15,  # v2, its whole full profile, root seed 0: 144 points, 309 CPU-s
         "highdim.width": 1.085,
