@@ -107,7 +107,7 @@ REFERENCE: dict[str, dict[str, float]] = {
         "highdim.error-decomposition": 2.337,  # 8 seeds, root seeds 0-2: 168 points, 392.6 CPU-s
         "highdim.factorised-beats-frobenius": 7,
         "highdim.interpolation-threshold": 0.695,
-        "highdim.nuclear-norm": 2.379,  # v4 (eight initialisations), root seeds 0-2: 144 points, 342.5 CPU-s
+        "highdim.nuclear-norm": 2.256,  # v4 (eight initialisations), root seeds 0-2: 432 points, 974.8 CPU-s
         "highdim.outliers-generalisation": 1.052,  # its whole full profile: 144 points, 151.5 CPU-s
         "highdim.perfect-recovery": 0.65,
         "highdim.scaling-law": 11.95,  # v10: 4,504 CPU-s over 348 points, plus 15 at d = 400 (1 CPU-s each)
