@@ -210,3 +210,25 @@ def _children(pid: int) -> list[int]:
 
     kids = psutil.Process(pid).children(recursive=False)
     return [p.pid for p in kids if "spawn_main" in " ".join(p.cmdline())]  # pool workers, not the tracker
+
+
+@pytest.mark.parametrize("backend", ["serial", "process"])
+def test_threads_limit_every_pool_of_a_point(tmp_path, testclaims, backend):
+    # --threads bounds numpy's and scipy's BLAS and OpenMP pools as well as torch's: a spawned worker
+    # imports numpy before it can set OMP_NUM_THREADS, so numpy's OpenBLAS used to size itself to every
+    # core of the machine (2 here on a 2-core runner; 16 on a 16-core one). On a 1-core machine the pools
+    # hold one thread anyway and this cannot tell.
+    import attnlab_threadclaims
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    c = attnlab_threadclaims.CLAIMS[0]
+    with threadpool_limits(2):  # the suite runs with every pool at one thread (conftest): widen it here
+        before = [i["num_threads"] for i in threadpool_info()]
+        run_claims([c], out=tmp_path, backend=backend, workers=1, threads=1)
+        after = [i["num_threads"] for i in threadpool_info()]
+    rows = _rows(tmp_path, c.id)
+    assert len(rows) == 2
+    for r in rows.values():
+        assert r["metrics"]["pools"] >= 1
+        assert r["metrics"]["torch_threads"] == 1 and r["metrics"]["pool_threads"] == 1, r["metrics"]
+    assert after == before  # the serial backend runs in this process: its pools are restored afterwards

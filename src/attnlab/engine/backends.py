@@ -67,11 +67,16 @@ def execute(item: WorkItem) -> StoredPoint:
     """Run one point in this process; an exception becomes a ``failed`` record with its error."""
     import numpy as np
     import torch
+    from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(item.threads)
     p = item.point
     t0, c0 = time.time(), time.process_time()  # wall and this process's CPU time (all its threads)
     status, metrics, arrays, error = "ok", {}, {}, None
+    # numpy's and scipy's BLAS and OpenMP pools too, not only torch's: a worker imports numpy before it
+    # reads OMP_NUM_THREADS, and numpy's OpenBLAS then takes every core (sixteen threads per worker on a
+    # 16-core machine, whatever --threads said)
+    limits = threadpool_limits(limits=item.threads)
     try:
         claim = _claim(item.module, p.claim_id)
         res = claim.run(p)
@@ -83,6 +88,8 @@ def execute(item: WorkItem) -> StoredPoint:
         status = "failed"
         tb = traceback.format_exception(type(e), e, e.__traceback__)
         error = f"{type(e).__name__}: {e}\n" + "".join(tb[-4:])
+    finally:
+        limits.restore_original_limits()
     t1, c1 = time.time(), time.process_time()
     prov = dict(item.provenance)
     prov.update(
@@ -154,7 +161,8 @@ def _init_worker(threads: int, parent: int | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if parent is not None:
         _exit_with_parent(parent)
-    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # libraries loaded later
+        os.environ.setdefault(var, str(threads))
     torch.set_num_threads(threads)
 
 
