@@ -51,7 +51,9 @@ RetryOpt = typer.Option(
 )
 OutOpt = typer.Option(Path("results"), "--out", help="Results folder (SQLite store, figures, report).")
 DeviceOpt = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N (bring your own CUDA torch).")
-ThreadsOpt = typer.Option(None, "--threads", help="Torch threads per point (default: cores / workers).")
+ThreadsOpt = typer.Option(
+    None, "--threads", help="Threads per point: torch's and the BLAS/OpenMP pools (default: cores / workers)."
+)
 
 
 #: Caps of --threads and --workers: far above any machine's cores, below what exhausts the thread
@@ -82,7 +84,7 @@ def check_common(
         raise UsageError("--out", "a folder (or a path to create)", str(out))
     check_out_folder("--out", out)
     if threads is not None and not 1 <= threads <= MAX_THREADS:
-        raise UsageError("--threads", f"an integer in [1, {MAX_THREADS}] (torch threads per point)", threads)
+        raise UsageError("--threads", f"an integer in [1, {MAX_THREADS}] (threads per point)", threads)
     if workers is not None and workers > MAX_WORKERS:
         raise UsageError("--workers", f"an integer in [1, {MAX_WORKERS}]", workers)
 

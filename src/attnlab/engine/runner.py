@@ -123,7 +123,8 @@ def run_claims(
     overrides : mapping claim id -> {param: value}
         Parameter overrides per claim (``--set``).
     threads : int, optional
-        Torch threads per point (default: cores / workers, at least 1). Pin it to compare backends.
+        Threads per point, for torch and for numpy's and scipy's BLAS and OpenMP pools (default: cores /
+        workers, at least 1). Pin it to compare backends.
     progress : callable(event, payload), optional
         Called with ``("start", {"total", "todo"})`` and ``("point", StoredPoint)``.
     seeds : sequence of int, optional
