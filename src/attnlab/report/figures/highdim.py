@@ -410,9 +410,7 @@ def nuclear_norm(rows: Sequence[Row]) -> dict[str, Any]:
                for g in r.metrics.get("rel_gaps", [r.metrics["rel_gap"]])]  # fmt: skip
         if pts:
             x, y = np.array(pts).T
-            ax.loglog(
-                x, np.maximum(y, 1e-10), mark, ms=4, alpha=0.6, label=ctrl or "test setting (each init)"
-            )
+            ax.loglog(x, np.maximum(y, 1e-10), mark, ms=4, alpha=0.6, label=ctrl or "each initialisation")
     ax.axhline(TOL, color="k", ls=":", lw=1, label="band")
     ax.set_xlabel("λ̃ (control shifted right)")
     ax.set_ylabel("|F(S_ERM) − F(S_prox)| / F(S_prox)")
