@@ -112,7 +112,7 @@ REFERENCE: dict[str, dict[str, float]] = {
         "highdim.perfect-recovery": 0.65,
         "highdim.scaling-law": 11.95,  # v10: 4,504 CPU-s over 348 points, plus 15 at d = 400 (1 CPU-s each)
         "highdim.seq2seq": 0.565,
-        "highdim.spectrum": 15.8,  # v8: 30 points at 12.93, six split ones at d = 100 (28 CPU-s)
+        "highdim.spectrum": 10.04,  # five seeds, root seeds 0-2: 156 points, 1,566 CPU-s
         "highdim.temperature": 8.52,
         "highdim.theory-vs-adam": 0.88,
         "highdim.tokens": 0.305,  # 15 seeds, root seeds 0-2: 384 points, 117.2 CPU-s
