@@ -57,6 +57,20 @@ def test_override_is_a_titled_variant_beside_the_verdict(cli):
     assert [(v["variant"], v["verdict"]) for v in d["variants"]] == [("mu=1.2", "fails")]
 
 
+def test_reproduce_json_carries_the_variant_a_set_ran(cli):
+    # a --set run is a variant: its verdict must reach the one JSON object, not only report.md
+    code, out, err = cli("reproduce", "--only", "test.mean", "--out", "r", "--backend", "serial", "--json")
+    assert code == 0 and json.loads(out)["variants"] == [], err
+    code, out, err = cli(
+        "reproduce", "--only", "test.mean", "--out", "r", "--backend", "serial", "--set", "mu=1.2", "--json"
+    )
+    d = json.loads(out)
+    assert code == 0 and d["summary"]["variants"] == {"test.mean": "mu=1.2"}, err
+    assert [c["verdict"] for c in d["claims"] if c["id"] == "test.mean"] == ["holds"]
+    got = [(v["id"], v["variant"], v["verdict"]) for v in d["variants"]]
+    assert got == [("test.mean", "mu=1.2", "fails")]
+
+
 def test_dry_run_counts_points_and_estimates_from_stored_runtimes(cli):
     code, out, _ = cli("reproduce", "--only", "test.", "--out", "r", "--dry-run", "--json")
     d = json.loads(out)

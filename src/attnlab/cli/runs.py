@@ -320,6 +320,7 @@ def reproduce(
             {
                 "summary": summary,
                 "claims": [o.to_dict() for o in rep.outcomes],
+                "variants": [o.to_dict() for o in rep.variants],  # --set runs, as `report --json`
                 "report": {"html": str(rep.html), "markdown": str(rep.markdown), "figures": len(rep.figures)},
             }
         )
