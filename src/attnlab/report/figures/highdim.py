@@ -270,8 +270,10 @@ def error_coefficients(rows: Sequence[Row]) -> dict[str, Any]:
 def emergence(rows: Sequence[Row]) -> dict[str, Any]:
     """Left: the error along each strongest target direction against α (theory: mean of the draws, lines;
     ERM: markers; seed means), with the α at which each leaves the noise bulk (δ(α) = s_k, dotted).
-    Right: the test errors."""
+    Right: the test errors. At the largest d of the run, the size the verdict decides at."""
     rs = sorted(_test(rows), key=lambda r: r.params["alpha"])
+    top = max((r.params.get("d", 0) for r in rs), default=0)
+    rs = [r for r in rs if r.params.get("d", 0) == top]
     fig, axes = new_figure(1, 2)
     ax, axe = axes[0]
     by = _by(rs, "alpha")
