@@ -174,7 +174,7 @@ LEARNED = 0.5  # the ERM's error along a mode must fall by at least this part of
 #: family-wise error rate of the share test over the isolated modes: each mode is held at the Bonferroni
 #: quantile z = Φ⁻¹(1 − FAMILY/(2m)) for m modes (2.24, 2.39, 2.50, 2.58 for m = 2…5), so that a claim whose
 #: modes all agree fails by chance in about one run in twenty (measured on a synthetic null of three agreeing
-#: modes, four seeds: 7.5% of 1,500 runs; each mode at z = 2, as until version 9: 14.9%, and about one root
+#: modes, four seeds: 7.5% of 1,500 runs; each mode at z = 2, as until 2026-12-04: 14.9%, and about one root
 #: seed in four at the full profile's five modes; docs/highdim.md C6).
 FAMILY = 0.05
 TOLERANCE = (
