@@ -37,7 +37,7 @@ def _theory_row(onset=APR, cross=APR, width=0.01, scr=(-0.0005, 0.0, 0.0005)):
     return Row("t", params, "ok", m | {"se_test_error": err})
 
 
-def _rows(shift=0.3, ds=(20, 30, 40), unf_error=0.06, width=0.01, limit=APR, jitter=JITTER, onset=APR):
+def _rows(shift=0.1, ds=(20, 30, 40), unf_error=0.06, width=0.01, limit=APR, jitter=JITTER, onset=APR):
     # noiseless error = level · exp(−(α − α_c(d))/width): log-linear, falling through the level at
     # α_c(d) = limit + shift/d + the seed's jitter exactly (limit = α_PR by default, and the state
     # evolution's crossing at the simulations' λ̃ is put at α_PR too)
@@ -70,11 +70,24 @@ def test_holds_when_all_readings_agree():
     assert v.numbers["se_exponent"] == pytest.approx(2.0, rel=1e-5)
     assert v.numbers["alpha_cross_se"] == pytest.approx(APR, rel=1e-9)
     # the band: 2 √(se(a)² + se_SE²), se_SE = 0.0005/√3 over the three scrambles
-    est = large_d_estimate({d: [APR + 0.3 / d + j for j in JITTER] for d in (20, 30, 40)}, pooled=True)
+    est = large_d_estimate({d: [APR + 0.1 / d + j for j in JITTER] for d in (20, 30, 40)}, pooled=True)
     assert v.band == pytest.approx(2 * np.hypot(est["se"], 0.0005 / np.sqrt(3)) / APR, rel=1e-9)
     assert v.numbers["side_by_side_ratio_min"] > 10 and v.numbers["no_recovery_below_bo"]
     assert "between the thresholds" in v.note
     assert FIGURES[CLAIM.id](_rows())["perfect_recovery"].axes[0].get_xlabel()
+    # a 2.4% finite-size shift at d = 20 (0.1/d): every finite-size form's limit within its tolerance
+    assert [f[3] for f in v.numbers["crossing_forms"].values()] == [True, True, True]
+
+
+def test_a_form_dependent_crossing_decides_nothing_unless_another_reading_fails():
+    # a 14% shift at d = 20 (0.6/d): a + b/√d and a + b/d² put the large-d recovery point 10% below and 5%
+    # above the state evolution's, beyond their 2 standard errors, while a + b/d recovers it exactly
+    v = CLAIM.decide(_rows(shift=0.6))
+    assert v.status == "inconclusive" and "form-dependent" in v.regime
+    assert [f[3] for f in v.numbers["crossing_forms"].values()] == [False, True, False]
+    # the unfactorised student as good as the factorised one: that reading fails whatever the form
+    v = CLAIM.decide(_rows(shift=0.6, unf_error=1e-3))
+    assert v.status == "fails" and v.branch == "side by side"
 
 
 def test_each_reading_can_fail_it():
@@ -99,10 +112,20 @@ def test_each_reading_can_fail_it():
 
 def test_power_on_the_crossing_and_alpha_bo():
     pw = resolving_power(CLAIM, _rows())
-    band = CLAIM.decide(_rows()).band
-    # the estimate sits on the state evolution's crossing: the first ε beyond the band flips, either way
-    first = min(e for e in (0.01, 0.02, 0.05, 0.10, 0.25, 0.50) if e > band)
-    assert pw.flips["alpha_cross_se"] == {"+": first, "-": first}
+    v = CLAIM.decide(_rows())
+    # the estimate along a + b/d sits on the state evolution's crossing; a prediction moved by ε stops holding
+    # at the first ε that leaves the band of one finite-size form (each form's limit and tolerance)
+    se_se = v.numbers["alpha_cross_se_stderr"]
+
+    def leaves(e):
+        c = APR * (1 + e)
+        return any(
+            abs(a - c) > 2 * np.hypot(se, se_se) for a, se, _, _ in v.numbers["crossing_forms"].values()
+        )
+
+    steps = (0.01, 0.02, 0.05, 0.10, 0.25, 0.50)
+    first = {"+": min(e for e in steps if leaves(e)), "-": min(e for e in steps if leaves(-e))}
+    assert pw.flips["alpha_cross_se"] == first and first["+"] <= min(e for e in steps if e > v.band)
     # a higher α_BO flips it once a recovered α (0.23 here) falls below the perturbed α_BO
     assert pw.flips["alpha_bo"]["+"] is not None and not pw.cannot_fail and "alpha_pr" not in pw.flips
 

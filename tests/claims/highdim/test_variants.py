@@ -130,9 +130,18 @@ def test_temperature_extrapolates_along_a_tested_trend():
     assert v.status == "holds" and v.branch == "extrapolated gap" and v.numbers["ds"] == [40, 60, 100]
     assert v.numbers["rel_gap_train_loss_a0.3016_l0.01_d100"] == pytest.approx(0.04, rel=1e-6)
     assert v.numbers["rel_gap_train_loss_a0.3016_l0.01"] < 1e-9  # the extrapolated gap
-    # the same trend toward a limit 8% off fails through the same branch
-    v = temperature.verdict(_sizes(limit=(1.0, 1.08)))
+    # every finite-size form holds too (1/d data: a + b/√d and a + b/d² are off by less than their bands)
+    assert [f[1] for f in v.numbers["forms"].values()] == ["holds"] * 3
+    # the same trend toward a limit 15% off fails along every form, through the same branch
+    v = temperature.verdict(_sizes(limit=(1.0, 1.15)))
     assert v.status == "fails" and v.branch == "extrapolated gap"
+    assert [f[1] for f in v.numbers["forms"].values()] == ["fails"] * 3
+    # 8% off: fails along a + b/d (1.45 of its tolerance) and a + b/d², holds along a + b/√d, whose limit
+    # lies lower and whose standard error is larger: form-dependent, not decided
+    v = temperature.verdict(_sizes(limit=(1.0, 1.08)))
+    assert v.status == "inconclusive" and "form-dependent" in v.regime
+    assert {p: f[1] for p, f in v.numbers["forms"].items()} == {"1": "fails", "0.5": "holds", "2": "fails"}
+    assert v.numbers["forms"]["1"][0] == pytest.approx(v.numbers["worst_gap_over_tol"], rel=1e-12)
     # a middle size 3% off the line (0.4% standard errors) refutes the trend: inconclusive
     v = temperature.verdict(_sizes(bump=0.03))
     assert v.status == "inconclusive" and "a + b/d" in v.regime

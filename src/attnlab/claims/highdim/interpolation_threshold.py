@@ -206,7 +206,8 @@ QUICK_SEEDS = 4  # the quick profile's seeds per d (the control keeps MIN_SEEDS)
 TOLERANCE = (
     "large-d simulation's level crossing (a + b/d over >= 3 d, >= 3 seeds each, trend χ²-tested) within 2 "
     "standard errors (its and the state evolution's quadrature error) of the state evolution's crossing at "
-    f"the same λ̃; part closed-form (numerics): the onset (λ̃ → 0) within {SE_TOL:.0%} of α_interp"
+    "the same λ̃, alike along a + b/√d and a + b/d²; part closed-form (numerics): the onset (λ̃ → 0) within "
+    f"{SE_TOL:.0%} of α_interp"
 )
 
 

@@ -23,10 +23,11 @@ on that size alone, tolerance 0.6%) —, and the fit's χ² tests that trend
 refuted at the 99% quantile: inconclusive). The extrapolated ``a`` must be within ``2 se(a)`` of 1 at every α
 (branch "gain ratio"; the band is the largest ``2 se(a)``, from the seeds alone). The order of the finite-size
 correction is an assumption, so each α is also taken to d → ∞ along ``a + b/d^p`` for p = 1/2 and 2
-(:data:`CORRECTIONS`): an α whose decision differs between the forms its seeds do not refute (χ² as above)
-is reported (``form_dependent_alphas``,
-with each form's ``a`` and ``se``) and not decided — a map over the form, not a verdict — and at least two α
-must be decided alike along every form, else inconclusive; and the seed mean of the ERM's error, and the
+(:data:`~attnlab.claims.highdim._common.CORRECTIONS`, :func:`~attnlab.claims.highdim._common.along_forms`):
+an α whose decision differs between the forms its seeds do not refute (χ² as above) is reported
+(``form_dependent_alphas``, with each form's ``a``, ``se``, χ² and decision) and not decided — a map
+over the form, not a verdict — and at least two α must be decided alike along every form, else
+inconclusive; and the seed mean of the ERM's error, and the
 theory's, must fall with every outlier kept at every (α, d) (branch "fall" when only this decides; one seed
 whose last outlier stayed in the bulk leaves its error unchanged, not higher). The finite-d shortfall this
 replaces an allowance for: where the theory's last outliers have just left the bulk (α = 0.06) the ERM's gain
@@ -46,9 +47,12 @@ from typing import Literal
 import numpy as np
 
 from attnlab.claims.highdim._common import (
+    CORRECTIONS,
     PAPER,
     SETTING_DOMAINS,
+    along_forms,
     device_name,
+    forms_numbers,
     groups,
     ok_rows,
     setting,
@@ -69,12 +73,11 @@ from attnlab.engine.protocol import (
 
 __all__ = ["CLAIM", "CLAIMS", "Params", "run", "verdict"]
 
-#: the finite-size forms a + b/d^p along which each α's gain ratio is taken to d → ∞. Near the bulk's edge the
-#: order of the correction is not known (an outlier's transition has a window of width d^(−1/3)), and there
-#: the large-d value moves with it: at α = 0.06 over 80 seeds per size (root seeds 0–3) 1.38 ± 0.08, 1.13 ±
-#: 0.04, 1.00 ± 0.02 for p = 1/2, 1, 2, no form refuted by its χ²; at α = 0.15 and 0.4 it stays within
-#: 0.998–0.984 and 1.006–1.000 (docs/highdim.md C4)
-CORRECTIONS = (0.5, 1.0, 2.0)
+# The finite-size forms (_common.CORRECTIONS). Near the bulk's edge the order of the correction is not known
+# (an outlier's transition has a window of width d^(−1/3)), and there the large-d value moves with it: at
+# α = 0.06 over 80 seeds per size (root seeds 0–3) 1.38 ± 0.08, 1.13 ± 0.04, 1.00 ± 0.02 for p = 1/2, 1, 2,
+# no form refuted by its χ²; at α = 0.15 and 0.4 it stays within 0.998–0.984 and 1.006–1.000 (docs/highdim.md
+# C4)
 MIN_SEEDS = 3  # ERM seeds per (α, d): the band is the spread between seeds, which needs replicates to measure
 EDGE_SEEDS = 20  # quick profile's seeds per d at α = 0.06, where the last outlier sits at the bulk's edge
 
@@ -234,13 +237,10 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         nums[f"gain_ratio_a{a}"], nums[f"gain_ratio_tol_a{a}"] = est["estimate"], tol
         # the same data taken to d → ∞ along each finite-size form: an α whose decision moves with the form
         # is a map over it, not a verdict (module docstring)
-        forms = {p: large_d_estimate(per_d, True, correction=p) if p != 1 else est for p in CORRECTIONS}
-        # [a, se(a), χ²] per form; a form the seeds refute (χ² above its limit) is not among those compared
-        nums[f"gain_ratio_forms_a{a}"] = {
-            f"{p:g}": [f["estimate"], f["se"], f["chi2"]] for p, f in forms.items()
-        }
-        allowed = [f for f in forms.values() if np.isfinite(f["estimate"]) and not f["refuted"]]
-        if len({abs(f["estimate"] - 1) <= 2 * f["se"] for f in allowed}) > 1:
+        # [a, se(a), χ², holds] per form; a form the seeds refute (χ² above its limit) is not compared
+        forms, form_why = along_forms(per_d, lambda f: abs(f["estimate"] - 1) <= 2 * f["se"], pooled=True)
+        nums[f"gain_ratio_forms_a{a}"] = forms_numbers(forms)
+        if form_why is not None:
             form_dependent.append(a)
             continue
         worst = max(worst, abs(est["estimate"] - 1) / tol if tol > 0 else float("inf"))

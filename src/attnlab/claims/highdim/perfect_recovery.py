@@ -174,7 +174,8 @@ def run(point: Point) -> Result:
 MIN_SEEDS = 3  # seeds per d: the tolerance is their spread
 TOLERANCE = (
     "large-d recovery point (a + b/d over >= 3 d, >= 3 seeds each, trend χ²-tested) within 2 standard errors "
-    "(its and the state evolution's quadrature error) of the state evolution's crossing at the same λ̃; "
+    "(its and the state evolution's quadrature error) of the state evolution's crossing at the same λ̃, alike "
+    "along a + b/√d and a + b/d²; "
     f"between the thresholds unfactorised/factorised error >= {SIDE_RATIO:g}; no recovery below α_BO; part "
     f"closed-form (numerics): the state evolution's threshold (λ̃ → 0) within {SE_TOL:.0%} of α_PR, above "
     "α_BO"
@@ -187,7 +188,7 @@ def se_threshold(row: Row) -> tuple[float, dict]:
 
 
 def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
-    from attnlab.claims.highdim._common import crossing_against_theory
+    from attnlab.claims.highdim._common import FORM_DEPENDENT, crossing_against_theory
     from attnlab.claims.highdim.interpolation_threshold import se_crossing
     from attnlab.highdim.crossings import level_crossing
 
@@ -255,7 +256,8 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         return Verdict.outside("needs the unfactorised side-by-side points", nums, TOLERANCE)
     c = pred("alpha_cross_se", c_se)
     why, gap, tol = crossing_against_theory(cross, c, c_se_err, MIN_SEEDS, nums)
-    if why is not None:
+    form_dependent = why is not None and why.startswith(FORM_DEPENDENT)
+    if why is not None and not form_dependent:
         return Verdict.outside(why, nums, TOLERANCE)
     nums["threshold_agrees"] = gap <= tol
     nums["factorised_wins_between"] = nums["side_by_side_ratio_min"] >= SIDE_RATIO
@@ -265,6 +267,11 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         "side by side": nums["factorised_wins_between"],
         "below BO": nums["no_recovery_below_bo"],
     }
+    if form_dependent and checks["side by side"] and checks["below BO"]:
+        # the crossing decided differently along the finite-size forms and nothing else fails: no verdict
+        return Verdict.outside(why, nums, TOLERANCE)
+    if form_dependent:  # another reading fails whatever the form: that decides
+        checks.pop("crossing gap")
     ok = all(checks.values())
     branch = "crossing gap" if ok else next(k for k, v in checks.items() if not v)
     return Verdict(

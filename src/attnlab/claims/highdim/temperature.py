@@ -19,6 +19,10 @@ squared standard errors (:func:`theory_vs_adam.seed_estimate`), and
   quadrature) for the test error and the training loss (branch "extrapolated gap"); the state-evolution
   test error and training loss are the predictions.
 
+The order of the finite-size correction is assumed, so the same verdict is also taken along
+``a + b/d^p`` for p = 1/2 and 2 (``forms``: worst gap/tolerance, status, refuted per p): where a form the
+seeds do not refute decides otherwise, the verdict is form-dependent (inconclusive).
+
 Fewer than three sizes, fewer than three seeds at a size, or a largest d below 100: inconclusive. The gaps
 at each d are reported beside the verdict. α is an open knob: the statement holds at every α, mapped over
 0.3016 and 0.5 (quick) and over the published β = 2 range in full, 0.3016, 0.45, 0.5, 0.75 and 1.0 (the
@@ -48,7 +52,7 @@ import numpy as np
 from scipy.stats import chi2
 
 from attnlab.claims.highdim import theory_vs_adam as tva
-from attnlab.claims.highdim._common import ok_rows, shared_theory_row
+from attnlab.claims.highdim._common import CORRECTIONS, FORM_DEPENDENT, ok_rows, shared_theory_row
 from attnlab.engine.protocol import (
     NO_PERTURBATION,
     Claim,
@@ -97,13 +101,14 @@ def _grid(sizes: dict[int, int], max_steps: int, nodes: int) -> Grid:
     return Grid({}, {**sim, "d": d0}, n0, extra=[*extra, theory])
 
 
-def trend_chi2(per: dict) -> tuple[float, int]:
-    """(χ², degrees of freedom) of the weighted fit ``a + b/d`` to seed means ``per = {d: (mean, se)}``:
-    the residuals over their standard errors, squared and summed; ``len(per) − 2`` degrees of freedom."""
+def trend_chi2(per: dict, correction: float = 1.0) -> tuple[float, int]:
+    """(χ², degrees of freedom) of the weighted fit ``a + b/d`` (``a + b/d^p``, p = ``correction``) to seed
+    means ``per = {d: (mean, se)}``: the residuals over their standard errors, squared and summed;
+    ``len(per) − 2`` degrees of freedom."""
     ds = np.array(sorted(per), dtype=float)
     m = np.array([per[d][0] for d in sorted(per)])
     se = np.array([per[d][1] for d in sorted(per)])
-    A = np.stack([np.ones_like(ds), 1 / ds], axis=1)  # (k, 2)
+    A = np.stack([np.ones_like(ds), ds**-correction], axis=1)  # (k, 2)
     w = 1 / se**2
     coef = np.linalg.solve(A.T @ (w[:, None] * A), A.T @ (w * m))
     return float(np.sum(w * (m - A @ coef) ** 2)), len(per) - 2
@@ -139,7 +144,37 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
     if refuted:
         why = "the seed means do not follow a + b/d: " + "; ".join(refuted)
         return Verdict.outside(why, nums, tva.TOLERANCE)
+    why = _along_forms(rows, pred, sim, theory, v.status, nums)
+    if why is not None:
+        return Verdict.outside(why, nums, tva.TOLERANCE)
     return dataclasses.replace(v, numbers=nums, branch="extrapolated gap")
+
+
+def _along_forms(rows, pred, sim: dict, theory: dict, status: str, nums: dict) -> str | None:
+    """The same verdict with the seed means taken to d → ∞ along ``a + b/d^p`` for the other finite-size
+    forms (:data:`~attnlab.claims.highdim._common.CORRECTIONS`); ``nums["forms"]``: per p the worst
+    gap/tolerance, the status and whether the seeds refute that form (χ² as for ``a + b/d``). None when
+    every unrefuted form decides as ``a + b/d`` did (``status``), else why the verdict is form-dependent."""
+    forms: dict = {"1": [nums["worst_gap_over_tol"], status, False]}
+    for p in CORRECTIONS:
+        if p == 1:
+            continue
+        c2s = [
+            trend_chi2(tva.seed_estimate(rs, key, p)[2], p)
+            for (a, lam), rs in sim.items()
+            if (a, lam) in theory
+            for key in ("test_error", "train_loss")
+        ]
+        refuted = any(c2 > chi2.ppf(TREND_QUANTILE, dof) for c2, dof in c2s)
+        vp = tva.verdict(rows, pred, correction=p)
+        forms[f"{p:g}"] = [vp.numbers.get("worst_gap_over_tol", float("nan")), vp.status, refuted]
+    nums["forms"] = forms
+    decided = {p: st for p, (_, st, refuted) in forms.items() if not refuted}
+    if len(set(decided.values())) <= 1:
+        return None
+    yes = ", ".join(p for p, st in decided.items() if st == "holds")
+    no = ", ".join(p for p, st in decided.items() if st != "holds")
+    return f"{FORM_DEPENDENT}: holds along a + b/d^p for p = {yes}, not for p = {no}"
 
 
 CLAIM = Claim(

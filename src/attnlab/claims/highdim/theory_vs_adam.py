@@ -162,12 +162,13 @@ TOLERANCE = (
 )
 
 
-def seed_estimate(rows: Sequence[Row], key: str) -> tuple[float, float, dict]:
+def seed_estimate(rows: Sequence[Row], key: str, correction: float = 1.0) -> tuple[float, float, dict]:
     """The simulation's estimate of ``key`` and its standard error, with the seed means per d.
 
     One d: the seed mean and its standard error (the seeds' spread over √n). Several d: the seed means
     extrapolated to d → ∞ along ``a + b/d`` (the O(1/d) finite-size correction), by least squares weighted
-    by the inverse squared standard errors; the standard error of ``a`` from the same fit."""
+    by the inverse squared standard errors; the standard error of ``a`` from the same fit. ``correction`` p
+    fits ``a + b/d^p`` instead."""
     by_d: dict = {}
     for r in rows:
         by_d.setdefault(r.params["d"], []).append(r.metrics["sim_" + key])
@@ -182,7 +183,7 @@ def seed_estimate(rows: Sequence[Row], key: str) -> tuple[float, float, dict]:
     m = np.array([per[d][0] for d in sorted(per)])
     se = np.array([per[d][1] for d in sorted(per)])
     w = 1 / se**2 if np.all(se > 0) else np.ones_like(se)
-    A = np.stack([np.ones_like(ds), 1 / ds], axis=1)  # (k, 2): a + b/d
+    A = np.stack([np.ones_like(ds), ds**-correction], axis=1)  # (k, 2): a + b/d^p
     cov = np.linalg.inv(A.T @ (w[:, None] * A))  # (2, 2)
     coef = cov @ (A.T @ (w * m))
     # with weights 1/se² the covariance of the coefficients is (AᵀWA)⁻¹ (unit weights: that times σ², the
@@ -198,7 +199,9 @@ def _optimisers(sim: dict) -> list[str]:
     return sorted(names, key=lambda o: (o != "lbfgs", o))
 
 
-def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
+def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION, correction: float = 1.0) -> Verdict:
+    """The rule (module docstring); with several d the seed means are taken to d → ∞ along ``a + b/d^p``,
+    p = ``correction``."""
     good, note = ok_rows(rows)
     theory, sim_all = sides(good)
     pairs = sorted(k for k in sim_all if k in theory)
@@ -222,7 +225,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
     for opt, sim in by_opt.items():
         # the test setting's optimiser keeps the plain names; another's carry its name as a prefix
         tag = "" if opt == optimisers[0] else f"{opt}_"
-        w_opt = _decide(sim, theory, pairs, pred, nums, tag)
+        w_opt = _decide(sim, theory, pairs, pred, nums, tag, correction)
         nums[f"worst_gap_over_tol_{opt}"] = w_opt[0]
         worst, band = max(worst, w_opt[0]), max(band, w_opt[1])
     nums.update(worst_gap_over_tol=worst, d=d, seeds=seeds, points=len(pairs), band=band)
@@ -244,7 +247,7 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
 
 
 def _decide(
-    sim: dict, theory: dict, pairs: Sequence, pred: Predict, nums: dict, tag: str
+    sim: dict, theory: dict, pairs: Sequence, pred: Predict, nums: dict, tag: str, correction: float = 1.0
 ) -> tuple[float, float]:
     """The worst gap/tolerance and the widest tolerance of one optimiser's ERM rows ``sim`` (per (α, λ̃)),
     its numbers written into ``nums`` with names prefixed by ``tag``."""
@@ -254,7 +257,7 @@ def _decide(
         if not rs:
             continue
         for key in ("test_error", "train_loss"):
-            est, se, per = seed_estimate(rs, key)
+            est, se, per = seed_estimate(rs, key, correction)
             th = pred("se_" + key, th_m["se_" + key])
             gap = abs(est - th) / abs(th)
             # the estimate's standard error (the seed mean's, not one seed's spread) and the theory's own
