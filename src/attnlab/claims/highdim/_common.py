@@ -260,10 +260,11 @@ def large_d_estimate(
 
 
 #: the finite-size forms ``a + b/d^p`` along which a large-d estimate is taken to d → ∞ besides ``a + b/d``.
-#: Three to six sizes in d = 20–150 do not resolve the order of the correction: the interpolation threshold's
-#: crossings at d = 20, 30, 40, 60, 100, 150 (eight and six seeds) admit any p in 0.2–2.8 at 95% and give
-#: a = 0.191, 0.180, 0.175 for p = 1/2, 1, 2 (docs/highdim.md C5); and a skewed logit ``xᵀSx/√d`` carries
-#: O(1/√d) terms. A decision that moves with the form is a map over it, not a verdict.
+#: The order of the correction is not known: the interpolation threshold's crossings at d = 20–150 (16
+#: seeds per size) give a = 0.188, 0.179, 0.174 for p = 1/2, 1, 2, no form refuted by its χ², and p =
+#: 0.3–1.75 at 95%; the diagonal logits xᵀSx/√d of Gaussian tokens have a third cumulant of order 1/√d
+#: (docs/highdim.md, "The order of the finite-size correction, measured"). A decision that moves with the form
+#: is not a verdict.
 CORRECTIONS = (0.5, 1.0, 2.0)
 #: how :func:`along_forms`' reason for a form-dependent decision begins
 FORM_DEPENDENT = "form-dependent"
