@@ -13,6 +13,7 @@ from attnlab.claims.highdim.interpolation_threshold import CLAIM
 from attnlab.engine.power import resolving_power
 from attnlab.engine.protocol import Row
 from attnlab.report.figures.highdim import FIGURES
+from formtools import first_flips
 
 A_INTERP = 0.15348210285908004
 ALPHAS = (0.13, 0.145, 0.16, 0.175, 0.19, 0.205)
@@ -169,16 +170,7 @@ def test_power():
     # a prediction moved by ε stops holding as soon as it leaves the band of one finite-size form: along
     # a + b/d (whose limit is the state evolution's crossing) at ε > band, and along a + b/√d or a + b/d²
     # (limits 0.1463 and 0.1570, either side of it) at the ε where |a_p − α(1 ± ε)| > 2 √(se_p² + se_SE²)
-    se_se = v.numbers["alpha_cross_se_stderr"]
-
-    def leaves(e):
-        c = A_INTERP * (1 + e)
-        return any(
-            abs(a - c) > 2 * np.hypot(se, se_se) for a, se, _, _ in v.numbers["crossing_forms"].values()
-        )
-
-    steps = (0.01, 0.02, 0.05, 0.10, 0.25, 0.50)
-    first = {"+": min(e for e in steps if leaves(e)), "-": min(e for e in steps if leaves(-e))}
+    first = first_flips(v.numbers["crossing_forms"], A_INTERP, v.numbers["alpha_cross_se_stderr"])
     assert pw.flips["alpha_cross_se"] == first
     # the a + b/d² limit sits 2.3% above α_interp with a tolerance of 3.6%: moving the prediction down by
     # 2% first leaves it, sooner than a + b/d's band (6.3%) would

@@ -13,6 +13,7 @@ from attnlab.claims.highdim.perfect_recovery import CLAIM
 from attnlab.engine.power import resolving_power
 from attnlab.engine.protocol import Row
 from attnlab.report.figures.highdim import FIGURES
+from formtools import STEPS, first_flips
 
 APR, ABO, AUNF = 0.21108749109275288, 0.1875, 0.25
 ALPHAS = (0.17, 0.19, 0.21, 0.23, 0.25)
@@ -115,17 +116,8 @@ def test_power_on_the_crossing_and_alpha_bo():
     v = CLAIM.decide(_rows())
     # the estimate along a + b/d sits on the state evolution's crossing; a prediction moved by ε stops holding
     # at the first ε that leaves the band of one finite-size form (each form's limit and tolerance)
-    se_se = v.numbers["alpha_cross_se_stderr"]
-
-    def leaves(e):
-        c = APR * (1 + e)
-        return any(
-            abs(a - c) > 2 * np.hypot(se, se_se) for a, se, _, _ in v.numbers["crossing_forms"].values()
-        )
-
-    steps = (0.01, 0.02, 0.05, 0.10, 0.25, 0.50)
-    first = {"+": min(e for e in steps if leaves(e)), "-": min(e for e in steps if leaves(-e))}
-    assert pw.flips["alpha_cross_se"] == first and first["+"] <= min(e for e in steps if e > v.band)
+    first = first_flips(v.numbers["crossing_forms"], APR, v.numbers["alpha_cross_se_stderr"])
+    assert pw.flips["alpha_cross_se"] == first and first["+"] <= min(e for e in STEPS if e > v.band)
     # a higher α_BO flips it once a recovered α (0.23 here) falls below the perturbed α_BO
     assert pw.flips["alpha_bo"]["+"] is not None and not pw.cannot_fail and "alpha_pr" not in pw.flips
 
