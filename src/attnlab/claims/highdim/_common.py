@@ -271,16 +271,20 @@ FORM_DEPENDENT = "form-dependent"
 
 
 def along_forms(
-    per_d: dict[int, Sequence[float]], decide: Callable[[dict[str, Any]], bool], **fit: Any
+    per_d: dict[int, Sequence[float]],
+    decide: Callable[[dict[str, Any]], bool],
+    corrections: Sequence[float] = CORRECTIONS,
+    **fit: Any,
 ) -> tuple[dict[float, dict[str, Any]], str | None]:
-    """The seed values ``per_d`` taken to d → ∞ along each form of :data:`CORRECTIONS`
-    (:func:`large_d_estimate` with ``fit``'s keywords and ``correction=p``), and whether the forms agree.
+    """The seed values ``per_d`` taken to d → ∞ along each form of ``corrections`` (default
+    :data:`CORRECTIONS`; :func:`large_d_estimate` with ``fit``'s keywords and ``correction=p``), and whether
+    the forms agree.
 
     ``decide(estimate)`` says whether the statement holds along one form. Returns ``(forms, why)``: ``forms``
     maps each p to its estimate with ``"holds"`` added (None for a form without an estimate), and ``why`` is
     None when every form the seeds do not refute (χ² under its limit) decides alike, else a sentence naming
     the forms along which it holds and those along which it fails (the verdict is form-dependent)."""
-    forms = {p: dict(large_d_estimate(per_d, correction=p, **fit)) for p in CORRECTIONS}
+    forms = {p: dict(large_d_estimate(per_d, correction=p, **fit)) for p in corrections}
     for f in forms.values():
         f["holds"] = bool(decide(f)) if np.isfinite(f["estimate"]) else None
     allowed = {p: f["holds"] for p, f in forms.items() if f["holds"] is not None and not f["refuted"]}
