@@ -8,12 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from attnlab.claims.highdim._common import large_d_estimate
 from attnlab.claims.highdim.perfect_recovery import CLAIM
 from attnlab.engine.power import resolving_power
 from attnlab.engine.protocol import Row
 from attnlab.report.figures.highdim import FIGURES
-from formtools import STEPS, first_flips
+from formtools import STEPS, crossing_fit_by_hand, first_flips
 
 APR, ABO, AUNF = 0.21108749109275288, 0.1875, 0.25
 ALPHAS = (0.17, 0.19, 0.21, 0.23, 0.25)
@@ -71,8 +70,8 @@ def test_holds_when_all_readings_agree():
     assert v.numbers["se_exponent"] == pytest.approx(2.0, rel=1e-5)
     assert v.numbers["alpha_cross_se"] == pytest.approx(APR, rel=1e-9)
     # the band: 2 √(se(a)² + se_SE²), se_SE = 0.0005/√3 over the three scrambles
-    est = large_d_estimate({d: [APR + 0.1 / d + j for j in JITTER] for d in (20, 30, 40)}, pooled=True)
-    assert v.band == pytest.approx(2 * np.hypot(est["se"], 0.0005 / np.sqrt(3)) / APR, rel=1e-9)
+    _, se_a = crossing_fit_by_hand({d: [APR + 0.1 / d + j for j in JITTER] for d in (20, 30, 40)})
+    assert v.band == pytest.approx(2 * np.hypot(se_a, 0.0005 / np.sqrt(3)) / APR, rel=1e-9)
     assert v.numbers["side_by_side_ratio_min"] > 10 and v.numbers["no_recovery_below_bo"]
     assert "between the thresholds" in v.note
     assert FIGURES[CLAIM.id](_rows())["perfect_recovery"].axes[0].get_xlabel()

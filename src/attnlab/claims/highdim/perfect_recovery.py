@@ -11,7 +11,8 @@ The simulations decide (grade evidence), through three readings:
 1. the simulation's recovery point: the α where the factorised test error falls through ``level`` (per
    seed, by :func:`attnlab.highdim.crossings.level_crossing`; at least three seeds at each of at least three
    d), taken to d → ∞ along ``a + b/d`` by a fit weighted by one spread between seeds pooled over the
-   sizes (three seeds give a size's own spread too few degrees of freedom to weight by), whose χ² tests that
+   sizes and falling like 1/d (three seeds give a size's own spread too few degrees of freedom to weight by;
+   the 1/d fall is measured, :data:`attnlab.claims.highdim._common.CROSSING_FIT`), whose χ² tests that
    trend (:func:`attnlab.claims.highdim._common.large_d_estimate`; refuted at the 99% quantile: inconclusive),
    within ``2 √(se(a)² + se_SE²)`` of ``alpha_cross_se``, the α where the state evolution's test error at
    the simulations' own λ̃ falls through the same level (mean over ``se_cross_scrambles`` independently
