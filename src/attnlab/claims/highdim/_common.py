@@ -304,7 +304,7 @@ def forms_numbers(forms: dict[float, dict[str, Any]]) -> dict[str, list]:
 #: sizes (three or four seeds give a size's own spread too few degrees of freedom to weight by), falling like
 #: 1/d. Measured: the spread of per-seed interpolation crossings falls like d^−(1.01 ± 0.11) over d = 20–200
 #: (16 seeds per size up to 100; 0.0105 at d = 20, 0.0010 at 150), that of perfect-recovery crossings like
-#: d^−(1.14 ± 0.32) over d = 20–40 (24 seeds per size); a spread held constant over the sizes is refuted
+#: d^−(0.91 ± 0.10) over d = 20–200 (16 seeds per size); a spread held constant over the sizes is refuted
 #: (docs/highdim.md, "The order of the finite-size correction, measured").
 CROSSING_FIT = {"pooled": True, "spread_power": 1.0}
 
