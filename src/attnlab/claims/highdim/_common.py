@@ -322,10 +322,10 @@ def crossing_against_theory(
     ``cross`` holds each d's per-seed crossings, ``c_se`` the state evolution's crossing (already through
     the claim's prediction hook) and ``c_se_err`` its standard error over scrambled node sets. The crossings
     are taken to d → ∞ by :func:`large_d_estimate` (:data:`CROSSING_FIT`: one spread pooled over the sizes,
-    falling like 1/d); the tolerance is
-    ``2 √(se² + c_se_err²)``; the same test is taken along each form of ``corrections``
-    (:func:`along_forms`). Fills ``nums`` and returns ``(why, gap, tol)``: ``why`` is the reason the verdict
-    is outside its regime (too few seeds, the 1/d trend refuted, form-dependent), None when the gap decides.
+    falling like 1/d); the tolerance is ``2 √(se² + c_se_err²)``; the same test is taken along each form of
+    ``corrections`` (:func:`along_forms`). Fills ``nums`` and returns ``(why, gap, tol)``: ``why`` is the
+    reason the verdict is outside its regime (too few seeds, the 1/d trend refuted, form-dependent), None
+    when the gap decides.
     """
     seeds = min(len(cs) for cs in cross.values())
     est = large_d_estimate(cross, **CROSSING_FIT)
