@@ -90,11 +90,88 @@ def test_predictions_flip_within_five_percent(mod):
 def test_theory_points_use_the_setting():
     from attnlab.highdim import Setting, state_evolution
 
-    p = next(q for q in temperature.CLAIM.points("quick", overrides={"nodes": 512}) if q.p.side == "theory")
+    over = {"nodes": 512, "theory_solves": 1}
+    p = next(q for q in temperature.CLAIM.points("quick", overrides=over) if q.p.side == "theory")
     got = temperature.CLAIM.run(p).metrics["se_test_error"]
     ref = state_evolution(Setting(lam=0.01, beta=2.0, beta0=2.0), 0.3016, nodes=512)
     assert got == ref.test_error
     assert temperature.CLAIM.run(p).metrics["se_test_error_stderr"] == ref.stderr["test_error"] > 0
+    # the claim's rows combine independent solves on disjoint scrambles (four a solve: seeds 0 and 4)
+    assert {q.p.theory_solves for q in temperature.CLAIM.points("quick") if q.p.side == "theory"} == {4}
+    assert {q.p.theory_solves for q in temperature.CLAIM.points("full") if q.p.side == "theory"} == {8}
+    p2 = next(
+        q
+        for q in temperature.CLAIM.points("quick", overrides={"nodes": 512, "theory_solves": 2})
+        if q.p.side == "theory"
+    )
+    m = temperature.CLAIM.run(p2).metrics
+    other = state_evolution(Setting(lam=0.01, beta=2.0, beta0=2.0), 0.3016, nodes=512, seed=4)
+    assert m["se_solves"] == m["se_solves_used"] == 2 and m["se_branches"] == 1
+    assert m["se_test_error"] == pytest.approx((ref.test_error + other.test_error) / 2, rel=1e-12)
+
+
+class _FP:
+    """A stand-in for a FixedPoint: the fields solves_row reads."""
+
+    def __init__(self, q, te, tl, se=(0.01, 0.001, 0.0001), converged=True):
+        self.q, self.test_error, self.train_loss, self.converged = q, te, tl, converged
+        self.stderr = {"q": se[0], "test_error": se[1], "train_loss": se[2]}
+
+
+def test_solves_row_by_hand():
+    # one fixed point: the mean, and the larger of the spread over √n and the pooled own errors (rms / √n)
+    fps = [_FP(2.0 + 0.01 * k, 0.27 + 0.002 * k, 0.0848 + 1e-5 * k) for k in range(4)]
+    m = temperature.solves_row(fps)
+    te = np.array([0.27, 0.272, 0.274, 0.276])
+    assert m["se_test_error"] == pytest.approx(te.mean(), rel=1e-12)
+    assert m["se_test_error_stderr"] == pytest.approx(te.std(ddof=1) / 2, rel=1e-12)  # 1.3e-3 > 1e-3/2
+    assert m["se_train_loss_stderr"] == pytest.approx(1e-4 / 2, rel=1e-12)  # own errors exceed the spread
+    assert (m["se_branches"], m["se_solves_used"], m["se_solves_converged"], m["se_converged"]) == (
+        1,
+        4,
+        4,
+        True,
+    )
+    # a second branch (q twice as large) with a higher training loss is left out, whatever its size
+    big = [_FP(5.0 + 0.02 * k, 0.36, 0.0861) for k in range(5)]
+    m2 = temperature.solves_row(fps + big)
+    assert m2["se_branches"] == 2 and m2["se_solves_used"] == 4 and m2["se_test_error"] == m["se_test_error"]
+    # and taken when its training loss is the lower one
+    low = [_FP(5.0 + 0.02 * k, 0.36, 0.0800) for k in range(3)]
+    assert temperature.solves_row(fps + low)["se_test_error"] == pytest.approx(0.36, rel=1e-12)
+    # a lone solve straddling the branches, with a meaningless low training loss, does not win
+    lone = _FP(3.5, 0.31, 0.065)
+    m3 = temperature.solves_row(fps + [lone])
+    assert m3["se_branches"] == 2 and m3["se_test_error"] == m["se_test_error"]
+    # a relative gap of 9% in q stays one fixed point, 11% splits it (BRANCH_GAP = 0.10)
+    assert temperature.solves_row([_FP(2.0, 0.27, 0.08), _FP(2.18, 0.27, 0.08)])["se_branches"] == 1
+    assert temperature.solves_row([_FP(2.0, 0.27, 0.08), _FP(2.22, 0.27, 0.08)])["se_branches"] == 2
+
+
+def test_solves_row_converged_rule():
+    ok = [_FP(2.0, 0.27, 0.0848), _FP(2.01, 0.271, 0.0849)]
+    # two solves on the selected fixed point: no usable spread, not converged
+    assert temperature.solves_row(ok)["se_converged"] is False
+    # three, two of them converged: converged; one of four: not
+    assert temperature.solves_row(ok + [_FP(2.02, 0.272, 0.085, converged=False)])["se_converged"] is True
+    half = [_FP(2.0 + 0.01 * k, 0.27, 0.0848, converged=k == 0) for k in range(4)]
+    assert temperature.solves_row(half)["se_converged"] is False
+    # values that are not finite are dropped; none finite: an unconverged row with nan predictions
+    m = temperature.solves_row([_FP(float("nan"), 0.27, 0.08)] * 3)
+    assert m["se_converged"] is False and np.isnan(m["se_test_error"]) and m["se_solves_used"] == 0
+
+
+def test_unresolved_theory_is_inconclusive_whatever_the_simulations():
+    rows = _sizes()
+    th = dict(rows[0].metrics, se_solves=8, se_branches=2, se_solves_used=2, se_solves_converged=2)
+    th["se_converged"] = False
+    bad = [Row(rows[0].point_id, rows[0].params, "ok", th), *rows[1:]]
+    v = temperature.verdict(bad)
+    assert v.status == "inconclusive" and "unresolved" in v.regime and "2 found" in v.regime
+    # the same rows with a resolved theory decide (holds, test_temperature_extrapolates_along_a_tested_trend)
+    good = dict(th, se_branches=1, se_solves_used=8, se_converged=True)
+    v = temperature.verdict([Row(rows[0].point_id, rows[0].params, "ok", good), *rows[1:]])
+    assert v.status == "holds" and v.numbers["se_solves_a0.3016_l0.01"] == [8, 1, 8, 2]
 
 
 def _sizes(limit=(1.0, 1.0), b=(2.0, 4.0), sizes=(40, 60, 100), bump=0.0, params=None, control=""):

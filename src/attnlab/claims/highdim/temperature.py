@@ -29,8 +29,10 @@ at each d are reported beside the verdict. α is an open knob: the statement hol
 published data cover 0.3 and α ≥ 0.45).
 
 Measurement at β = 2 (each measured at α = 0.3016, λ̃ = 0.01, d = 100): the softmax is sharper, so
-- the state evolution's output quadrature runs four scrambles of 4096 nodes (quick) and 8192 (full), and
-  its standard error enters the tolerance;
+- the state evolution's output quadrature runs four scrambles of 4096 nodes (quick) and 8192 (full), in
+  four (quick) and eight (full) independent solves on disjoint scrambles combined by :func:`solves_row` (the
+  fixed point of lowest training loss that several solves find, its mean, and an error bar from the spread
+  between the solves), and that standard error enters the tolerance;
 - the training loss has several nearby local minima in W: from the published N(0, 1) start the
   saturated softmax leaves L-BFGS in a higher one (d = 60: 0.0097365 from four starts, against 0.0096781
   from a 0.1-scaled start or by Adam), so the factor starts at scale 0.1 (``init_scale``), which reached
@@ -52,7 +54,8 @@ import numpy as np
 from scipy.stats import chi2
 
 from attnlab.claims.highdim import theory_vs_adam as tva
-from attnlab.claims.highdim._common import CORRECTIONS, FORM_DEPENDENT, ok_rows, shared_theory_row
+from attnlab.claims.highdim._common import CORRECTIONS, FORM_DEPENDENT, ok_rows, setting, shared_theory_row
+from attnlab.engine.params import In
 from attnlab.engine.protocol import (
     NO_PERTURBATION,
     Claim,
@@ -75,6 +78,9 @@ class Params(tva.Params):
     beta0: float = 2.0  # target inverse temperature β0
     init_scale: float = 0.1  # the factor starts N(0, 0.01): a lower local minimum at β = 2 (module docstring)
     sim_beta: float | None = None  # β = β0 of the ERM side only (None: beta, beta0); the control sets 1
+    theory_solves: int = 1  # independent state-evolution solves combined into the theory row (solves_row)
+
+    DOMAINS = {**tva.Params.DOMAINS, "theory_solves": In("[1, inf)", cap=256)}
 
 
 def run(point: Point) -> Result:
@@ -82,8 +88,77 @@ def run(point: Point) -> Result:
     if p.side == "simulation" and p.sim_beta is not None:
         return tva.run(point, dataclasses.replace(p, beta=p.sim_beta, beta0=p.sim_beta))
     if p.side == "theory":  # beta_one_erm's theory row is the test's (it changes the ERM side only)
-        return shared_theory_row(point, tva.run)
+        return shared_theory_row(point, _theory)
     return tva.run(point)
+
+
+#: solves whose q differ by more than this relative gap (sorted by q) sit on different fixed points: within
+#: one branch the eight solves of the full profile spread by at most 1.5% in q (α = 0.75, the widest), the
+#: two branches at α = 1 lie a factor 2.1-2.6 apart (docs/highdim.md, temperature)
+BRANCH_GAP = 0.10
+MIN_BRANCH_SOLVES = 3  # solves needed on the selected fixed point for a spread between them
+
+
+def _theory(point: Point) -> Result:
+    """The theory row: one solve (``theory_solves = 1``, theory-vs-adam's row) or :func:`solves_row` over
+    ``theory_solves`` solves on disjoint scrambles (seeds 0, R, 2R, ... with R scrambles a solve)."""
+    p: Params = point.p
+    if p.theory_solves == 1:
+        return tva.run(point)
+    from attnlab.highdim import state_evolution
+    from attnlab.highdim.scrambles import SCRAMBLES
+
+    st = setting(p, beta=p.beta, beta0=p.beta0, kappa=p.kappa)
+    fps = [state_evolution(st, p.alpha, nodes=p.nodes, seed=SCRAMBLES * k) for k in range(p.theory_solves)]
+    return Result(metrics=solves_row(fps))
+
+
+def solves_row(fps: Sequence) -> dict:
+    """The theory row from independent state-evolution solves ``fps`` (FixedPoint-like: ``q``,
+    ``test_error``, ``train_loss``, ``stderr``, ``converged``).
+
+    Near the fold of the β = 2 branches (α = 0.75-1) one solve's error bar, from the spread of its own
+    scrambles' linearised points, understates how far independent solves scatter (at α = 0.75 the training
+    loss's by 2.3 times on the claim's 8192 nodes and 25 times on the default nodes), and at α = 1 two of
+    eight solves on 8192 nodes land on the other branch (docs/highdim.md, temperature). So:
+    the solves with finite values are grouped into fixed points (sorted by q, a new group past a relative gap
+    of :data:`BRANCH_GAP`); among the groups of at least :data:`MIN_BRANCH_SOLVES` solves (else the largest)
+    the one with the lowest mean training loss is taken (the rule for several fixed points, docs/highdim.md
+    C3, without its stability check); its mean is the prediction and its standard error the larger of the
+    spread between its solves over √n and the solves' own standard errors pooled (rms over √n). The row is
+    converged when that group holds at least :data:`MIN_BRANCH_SOLVES` solves and at least half of them
+    converged (an unconverged solve there stopped its rounds short of a fifth of its error bar: the spread
+    between solves carries that). ``se_branches``, ``se_solves_used`` and ``se_solves_converged`` say how
+    it came out."""
+    vals = [fp for fp in fps if all(np.isfinite(v) for v in (fp.q, fp.test_error, fp.train_loss))]
+    groups: list[list] = []
+    for fp in sorted(vals, key=lambda f: f.q):
+        if groups and fp.q <= groups[-1][-1].q * (1 + BRANCH_GAP):
+            groups[-1].append(fp)
+        else:
+            groups.append([fp])
+    out: dict = {"se_solves": len(fps), "se_branches": len(groups), "device": "cpu"}
+    if not groups:
+        out.update(se_test_error=float("nan"), se_train_loss=float("nan"), se_converged=False)
+        out.update(se_solves_used=0, se_solves_converged=0)
+        return out
+    # a fixed point is one several solves find: a lone solve whose scrambles straddle the two branches
+    # reports a point between them with a meaningless training loss (q 5.9 ± 1.8, training loss 0.065 ± 0.021
+    # at α = 1 on 8192 nodes, against 0.085 on either branch), which must not win the selection
+    found = [g for g in groups if len(g) >= MIN_BRANCH_SOLVES] or [max(groups, key=len)]
+    best = min(found, key=lambda g: float(np.mean([f.train_loss for f in g])))
+    n = len(best)
+    conv = sum(bool(f.converged) for f in best)
+    for key, name in (("test_error", "se_test_error"), ("train_loss", "se_train_loss"), ("q", "se_q")):
+        v = np.array([getattr(f, key) for f in best], dtype=float)
+        own = np.array([f.stderr[key] for f in best], dtype=float)
+        spread = float(v.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0
+        out[name] = float(v.mean())
+        out[name + "_stderr"] = max(spread, float(np.sqrt(np.mean(own**2)) / np.sqrt(n)))
+        out[name + "_spread_stderr"] = spread
+    out.update(se_solves_used=n, se_solves_converged=conv)
+    out["se_converged"] = n >= MIN_BRANCH_SOLVES and 2 * conv >= n
+    return out
 
 
 #: the trend a + b/d is refuted when its fit's χ² exceeds this quantile of the χ² law
@@ -91,13 +166,14 @@ TREND_QUANTILE = 0.99
 MIN_SIZES = 3  # sizes needed to test the a + b/d trend (two determine it exactly)
 
 
-def _grid(sizes: dict[int, int], max_steps: int, nodes: int) -> Grid:
+def _grid(sizes: dict[int, int], max_steps: int, nodes: int, solves: int) -> Grid:
     # β = β0 = 2 (Params defaults); α is the knob (one value per cell); the ERM at each d with its own
-    # number of seeds (a fixed ``rep`` makes an extra grid keep its own ``seeds``), the theory once
+    # number of seeds (a fixed ``rep`` makes an extra grid keep its own ``seeds``), the theory once, from
+    # ``solves`` independent state-evolution solves (solves_row)
     sim = {"side": "simulation", "lam": 0.01, "max_steps": max_steps}
     (d0, n0), *rest = sorted(sizes.items(), reverse=True)
     extra = [Grid({}, {**sim, "d": d, "rep": 0}, n) for d, n in rest]
-    theory = Grid({}, {"side": "theory", "lam": 0.01, "nodes": nodes, "rep": 0})
+    theory = Grid({}, {"side": "theory", "lam": 0.01, "nodes": nodes, "theory_solves": solves, "rep": 0})
     return Grid({}, {**sim, "d": d0}, n0, extra=[*extra, theory])
 
 
@@ -122,6 +198,23 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
     v = tva.verdict(rows, pred)
     nums = dict(v.numbers)
     sizes = {k: sorted({r.params["d"] for r in rs}) for k, rs in sim.items() if k in theory}
+    for (a, lam), m in theory.items():
+        if "se_solves" in m:
+            nums[f"se_solves_a{a}_l{lam}"] = [
+                m["se_solves"],
+                m["se_branches"],
+                m["se_solves_used"],
+                m["se_solves_converged"],
+            ]
+    unresolved = [
+        f"α = {a}: of {m['se_solves']} solves, {m['se_solves_used']} on the fixed point of lowest training "
+        f"loss ({m['se_branches']} found), {m['se_solves_converged']} of them converged"
+        for (a, lam), m in sorted(theory.items())
+        if "se_solves" in m and not m["se_converged"] and (a, lam) in sim
+    ]
+    if unresolved:
+        why = "state evolution unresolved (needs >= 3 solves on one fixed point, half of them converged): "
+        return Verdict.outside(why + "; ".join(unresolved), nums, tva.TOLERANCE)
     if v.status == "inconclusive" or not sizes:
         return dataclasses.replace(v, numbers=nums)
     few = min(len(ds) for ds in sizes.values())
@@ -185,11 +278,11 @@ CLAIM = Claim(
     statement="At β = β0 ≠ 1 the ERM's test error and training loss match the state evolution at the same "
     "temperatures (β = β0 = 2; the seed means at three sizes extrapolated along a tested a + b/d, within "
     "3% + 2 standard errors; mapped over α).",
-    version=9,  # label nodes folded at T = 2 (channel_nodes.default_fold)
+    version=10,  # the theory row from independent solves (solves_row)
     params=Params,
     grids={
-        "quick": _grid({40: 12, 60: 8, 100: 6}, 1500, 4096),
-        "full": _grid({100: 16, 150: 12, 200: 10}, 3000, 8192),
+        "quick": _grid({40: 12, 60: 8, 100: 6}, 1500, 4096, 4),
+        "full": _grid({100: 16, 150: 12, 200: 10}, 3000, 8192, 8),
     },
     run=run,
     verdict=verdict,
