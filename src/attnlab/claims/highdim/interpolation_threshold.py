@@ -208,8 +208,9 @@ def crossings(rows: Sequence[Row]) -> dict[int, list[float | None]]:
 MIN_SEEDS = 3  # seeds per d: the tolerance is their spread
 #: the finite-size forms a + b/d^p the crossing is decided along. The order was measured (d = 20-200, 16
 #: seeds per size up to d = 100, 12 and 8 at 150 and 200): p = 0.85-1.95 at 95% over d = 20-200 and 1.0-3.6
-#: over d = 30-200, so a + b/√d (excluded by both) is not among them (docs/highdim.md, "The order of the
-#: finite-size correction, measured")
+#: over d = 30-200, so a + b/√d (excluded by both) is not among them; with d = 300 (six seeds) 0.85-1.65 over
+#: d = 20-300 but 0.8-2.45 over d = 30-300: only the smallest size excludes 1/d², so both stay
+#: (docs/highdim.md, "The order of the finite-size correction, measured")
 FORMS = (1.0, 2.0)
 QUICK_SEEDS = 4  # the quick profile's seeds per d (the control keeps MIN_SEEDS)
 TOLERANCE = (
