@@ -264,3 +264,13 @@ def test_temperature_control_trains_at_beta_one(monkeypatch):
     rows = _sizes(params={"beta": 2.0}) + _sizes((1.5, 1.2), params={"sim_beta": 1.0}, control="beta_one_erm")
     c = resolving_power(temperature.CLAIM, rows).controls["beta_one_erm"]
     assert c["got"] == "fails" and c["same_branch"]
+
+
+@pytest.mark.parametrize(
+    "value, says",
+    [(0, "expected an integer in [1, inf), got 0"), (1.5, "expected int, got 1.5"), (300, "at most 256")],
+)
+def test_theory_solves_is_checked_before_work(value, says):
+    with pytest.raises(ValueError, match="theory_solves") as e:
+        temperature.CLAIM.points("quick", overrides={"theory_solves": value})
+    assert says in str(e.value)
