@@ -223,7 +223,10 @@ def verdict(rows: Sequence[Row], pred: Predict = NO_PERTURBATION) -> Verdict:
         if "se_solves" in m and not m["se_converged"] and (a, lam) in sim
     ]
     if unresolved:
-        why = "state evolution unresolved (needs >= 3 solves on one fixed point, half of them converged): "
+        why = (
+            f"state evolution unresolved (needs >= {MIN_BRANCH_SOLVES} solves on one fixed point, half of "
+            "them converged): "
+        )
         return Verdict.outside(why + "; ".join(unresolved), nums, tva.TOLERANCE)
     if v.status == "inconclusive" or not sizes:
         return dataclasses.replace(v, numbers=nums)
